@@ -1,0 +1,1 @@
+"""Kafka-native, multi-tenant distributed job scheduler."""

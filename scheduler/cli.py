@@ -1,0 +1,36 @@
+"""The `scheduler` command: each feature module registers its own subcommands."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Each module exposes `register(subparsers)`; its subparsers set `handler`,
+# a function taking the parsed namespace and returning an exit code.
+COMMAND_MODULES = (
+    "scheduler.broker.cli",
+    "scheduler.topology_cli",
+    "scheduler.timing.cli",
+    "scheduler.engine.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scheduler", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        sys.stderr.close()
+        return 0
