@@ -1,0 +1,33 @@
+# The two README commands are `make demo` (run the system locally) and `make test` (the whole suite).
+# Everything they need is installed here: a virtualenv with the package, Kafka jars on first broker start.
+
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install test broker-start broker-stop demo
+
+install: $(STAMP)
+
+# Re-installs only when the dependency list changes, so repeated runs cost nothing.
+$(STAMP): pyproject.toml
+	@python=$$(command -v python3.11 || command -v python3) || { echo "error: Python 3.11 or newer is needed (install python3.11)" >&2; exit 2; }; \
+	"$$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "error: $$python is older than 3.11; install python3.11" >&2; exit 2; }; \
+	test -x $(PY) || "$$python" -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+# pytest exit code 5 ("no tests collected") counts as a failure: an empty run proves nothing.
+test: install
+	@$(PY) -m pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$status
+
+broker-start: install
+	$(PY) -m scheduler broker start
+
+broker-stop: install
+	$(PY) -m scheduler broker stop
+
+demo: install
+	$(PY) -m scheduler demo

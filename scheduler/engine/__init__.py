@@ -1,0 +1,1 @@
+"""The scheduler engine: stream tasks over schedule commands, RocksDB state, transactional dispatch."""

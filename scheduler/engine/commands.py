@@ -1,0 +1,184 @@
+"""What a schedule command does to a schedule: pure decisions, no Kafka, no clock.
+
+Every state-changing command bumps the schedule version, so occurrences of the
+old version can be told apart (and skipped by workers) once the change is
+accepted. The task applies the returned ``Decision``: it stores the new state,
+drops the old version's pending timeline entries and materializes new ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.engine.specs import compile_spec
+from scheduler.timing.fires import next_fires
+from scheduler.timing.spec import ScheduleSpec, SpecError
+from scheduler.topology import InvalidNameError, validate_name_part
+
+PREVIEW_COUNT = 5
+MAX_SCHEDULE_ID_LENGTH = 200
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    result: Record
+    state: Record | None = None            # the new ScheduleState; None when nothing changes
+    drop_pending_as: str | None = None     # OccurrenceEvent kind for the old version's pending entries
+    first_fire_after_ms: int | None = None  # reschedule: next fire strictly after this instant
+    skipped_while_paused_from_ms: int | None = None  # RESUME: fires from here to now were skipped
+
+
+class Rejection(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def result_record(command: Record, status: str, now_ms: int, *, version: int | None = None,
+                  next_fires_ms: list[int] | None = None, reason: str | None = None,
+                  message: str | None = None, source: str | None = None) -> Record:
+    return {
+        "command_id": command.get("command_id") or "",
+        "schedule_id": command.get("schedule_id") or "",
+        "tenant": command.get("tenant") or "",
+        "command_type": command.get("type") or "UNKNOWN",
+        "status": status,
+        "version": version,
+        "next_fires_ms": next_fires_ms or [],
+        "reason": reason,
+        "message": message,
+        "source": source,
+        "processed_at_ms": now_ms,
+    }
+
+
+def preview_ms(spec: ScheduleSpec, after_ms: int, fired_before: int = 0) -> list[int]:
+    return [to_ms(f.scheduled_for) for f in next_fires(spec, to_datetime(after_ms), PREVIEW_COUNT, fired_before)]
+
+
+def first_cursor_ms(spec_record: Record, now_ms: int) -> int:
+    """Where a new schedule starts looking for fires.
+
+    A one-shot whose instant has just passed (within its max lateness) still
+    fires, late; a cron or rate schedule starts with its next fire after now.
+    """
+    if spec_record["kind"] == "ONCE":
+        return now_ms - spec_record.get("max_lateness_ms", 0) - 1
+    return now_ms
+
+
+def _checked_spec(spec_record: Record | None) -> ScheduleSpec:
+    if spec_record is None:
+        raise Rejection("INVALID_SPEC", "spec: a spec is required")
+    try:
+        return compile_spec(spec_record)
+    except SpecError as exc:
+        reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
+        raise Rejection(reason, f"{exc.field}: {exc.message}") from exc
+
+
+def _check_names(command: Record) -> None:
+    """Tenants name topics and schedule ids build store keys: both are checked before anything is stored."""
+    sid = command["schedule_id"]
+    if not sid or len(sid) > MAX_SCHEDULE_ID_LENGTH or not sid.isprintable():
+        raise Rejection("MALFORMED_RECORD",
+                        f"schedule_id: 1 to {MAX_SCHEDULE_ID_LENGTH} printable characters required")
+    try:
+        validate_name_part("tenant", command["tenant"])
+    except InvalidNameError as exc:
+        raise Rejection("MALFORMED_RECORD", f"tenant: {exc}") from exc
+
+
+def _existing(command: Record, current: Record | None) -> Record:
+    # Another tenant's schedule is reported as unknown, so its existence does not leak.
+    if current is None or current["tenant"] != command["tenant"]:
+        raise Rejection("UNKNOWN_SCHEDULE", f"schedule {command['schedule_id']!r} does not exist")
+    expected = command.get("expected_version")
+    if expected is not None and expected != current["version"]:
+        raise Rejection("VERSION_CONFLICT",
+                        f"expected version {expected}, current version is {current['version']}")
+    return current
+
+
+def _changed(current: Record, now_ms: int, **fields: Any) -> Record:
+    return {**current, **fields, "version": current["version"] + 1, "updated_at_ms": now_ms}
+
+
+def decide(command: Record, current: Record | None, now_ms: int) -> Decision:
+    try:
+        return _decide(command, current, now_ms)
+    except Rejection as exc:
+        return Decision(result_record(command, "REJECTED", now_ms, reason=exc.reason, message=exc.message))
+
+
+def _accepted(command: Record, state: Record, now_ms: int, fires: list[int]) -> Record:
+    return result_record(command, "ACCEPTED", now_ms, version=state["version"], next_fires_ms=fires)
+
+
+def _decide(command: Record, current: Record | None, now_ms: int) -> Decision:
+    kind = command.get("type")
+    if kind == "CREATE":
+        return _create(command, current, now_ms)
+    if kind not in ("UPDATE", "PAUSE", "RESUME", "CANCEL"):
+        raise Rejection("MALFORMED_RECORD", f"type: unsupported command type {kind!r}")
+    state = _existing(command, current)
+    if state["state"] == "CANCELED":
+        if kind == "CANCEL":
+            return Decision(_accepted(command, state, now_ms, []))
+        raise Rejection("INVALID_STATE", f"schedule {state['schedule_id']!r} is canceled")
+    if kind == "UPDATE":
+        spec = _checked_spec(command.get("spec"))
+        new = _changed(state, now_ms, spec=command["spec"], pending=[])
+        fires = preview_ms(spec, now_ms) if state["state"] == "ACTIVE" else []
+        return Decision(_accepted(command, new, now_ms, fires), new, "INVALIDATED",
+                        now_ms if state["state"] == "ACTIVE" else None)
+    if kind == "PAUSE":
+        if state["state"] == "PAUSED":
+            return Decision(_accepted(command, state, now_ms, []))
+        new = _changed(state, now_ms, state="PAUSED", pending=[])
+        return Decision(_accepted(command, new, now_ms, []), new, "SKIPPED_PAUSED")
+    if kind == "RESUME":
+        spec = compile_spec(state["spec"])
+        if state["state"] == "ACTIVE":
+            return Decision(_accepted(command, state, now_ms, preview_ms(spec, now_ms, state["fired_count"])))
+        new = _changed(state, now_ms, state="ACTIVE")
+        return Decision(_accepted(command, new, now_ms, preview_ms(spec, now_ms, state["fired_count"])),
+                        new, None, now_ms, state.get("next_fire_ms"))
+    new = _changed(state, now_ms, state="CANCELED", pending=[], next_fire_ms=None)
+    return Decision(_accepted(command, new, now_ms, []), new, "CANCELED")
+
+
+def _create(command: Record, current: Record | None, now_ms: int) -> Decision:
+    if current is not None:
+        key = command.get("idempotency_key")
+        if key is not None and current["tenant"] == command["tenant"] and current.get("idempotency_key") == key:
+            first = result_record(command, "ACCEPTED", current["created_at_ms"], version=1,
+                                  next_fires_ms=current.get("first_next_fires_ms") or [])
+            return Decision(first)
+        if current["tenant"] != command["tenant"]:
+            raise Rejection("ALREADY_EXISTS", "schedule id is taken; choose another")
+        raise Rejection("ALREADY_EXISTS", f"schedule {command['schedule_id']!r} already exists")
+    _check_names(command)
+    spec = _checked_spec(command.get("spec"))
+    cursor = first_cursor_ms(command["spec"], now_ms)
+    fires = preview_ms(spec, cursor)
+    state: Record = {
+        "schedule_id": command["schedule_id"],
+        "tenant": command["tenant"],
+        "version": 1,
+        "state": "ACTIVE",
+        "spec": command["spec"],
+        "idempotency_key": command.get("idempotency_key"),
+        "create_command_id": command.get("command_id") or "",
+        "created_at_ms": now_ms,
+        "updated_at_ms": now_ms,
+        "next_fire_ms": None,
+        "fired_count": 0,
+        "pending": [],
+        "first_next_fires_ms": fires,
+    }
+    return Decision(_accepted(command, state, now_ms, fires), state, None, cursor)

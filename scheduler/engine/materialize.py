@@ -1,0 +1,85 @@
+"""Which occurrences of a schedule to put in the timeline now: pure, no Kafka, no clock.
+
+The horizon bounds the work: only fires up to ``now + horizon`` are materialized,
+so at due time dispatch only sends prepared bytes. Fires already in the past are
+late (downtime, or a schedule created just after its instant): those within
+``max_lateness`` go to the dispatch lane as if on time; older ones are decided
+by the misfire policy and, when released, go to the catch-up lane.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.timing.fires import Fire, next_fires
+from scheduler.timing.jitter import available_at
+from scheduler.timing.misfire import MisfireDecision, resolve_misfire
+from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.timing.spec import ScheduleSpec
+
+MAX_FIRES_PER_PASS = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedOccurrence:
+    occurrence_id: str
+    scheduled_for_ms: int
+    available_at_ms: int
+    dst_rule: str | None
+    catch_up: bool
+
+
+@dataclass
+class Plan:
+    occurrences: list[PlannedOccurrence] = field(default_factory=list)
+    misfire: MisfireDecision | None = None
+    next_fire_ms: int | None = None
+    fired_count: int = 0
+
+
+def plan(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, cursor_ms: int,
+         fired_count: int, now_ms: int, horizon_ms: int) -> Plan:
+    """Plan fires strictly after `cursor_ms` up to `now_ms + horizon_ms`.
+
+    `next_fire_ms` of the result is where the next pass starts (None: the
+    schedule has no fires left), so a schedule is never materialized twice.
+    """
+    result = Plan(fired_count=fired_count)
+    window_ms = spec_record.get("flexible_window_ms", 0)
+    max_lateness_ms = spec_record.get("max_lateness_ms", 0)
+    cursor = to_datetime(cursor_ms)
+    late_fires: list[Fire] = []
+    if cursor_ms < now_ms:
+        decision = resolve_misfire(
+            spec, cursor, to_datetime(now_ms), timedelta(milliseconds=max_lateness_ms),
+            spec_record.get("misfire_policy", "FIRE_ONCE"), spec_record.get("catch_up_limit", 0),
+            fired_before=fired_count,
+        )
+        if decision.missed_count:
+            result.misfire = decision
+        late_fires = decision.fire
+        cursor = decision.cursor
+    for fire in late_fires:
+        catch_up = now_ms - to_ms(fire.scheduled_for) > max_lateness_ms
+        _add(result, schedule_id, version, fire, window_ms, catch_up)
+    limit_ms = now_ms + horizon_ms
+    while True:
+        batch = next_fires(spec, cursor, 64, result.fired_count)
+        for fire in batch:
+            at_ms = to_ms(fire.scheduled_for)
+            if at_ms > limit_ms or len(result.occurrences) >= MAX_FIRES_PER_PASS:
+                result.next_fire_ms = at_ms
+                return result
+            _add(result, schedule_id, version, fire, window_ms, False)
+        if len(batch) < 64:
+            return result
+        cursor = batch[-1].scheduled_for
+
+
+def _add(result: Plan, schedule_id: str, version: int, fire: Fire, window_ms: int, catch_up: bool) -> None:
+    oid = occurrence_id(schedule_id, version, fire.scheduled_for)
+    at = available_at(oid, fire.scheduled_for, timedelta(milliseconds=window_ms))
+    result.occurrences.append(
+        PlannedOccurrence(oid, to_ms(fire.scheduled_for), to_ms(at), fire.dst_rule, catch_up))
+    result.fired_count += 1

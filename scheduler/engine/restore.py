@@ -1,0 +1,105 @@
+"""Rebuild a partition's stores from their compacted changelogs, from the local checkpoint on.
+
+Reads with ``read_committed``, so records of transactions that never committed
+(a crashed or fenced owner) are never applied. Wake-ups are not logged: they
+are an index of the schedules store and are rebuilt beside it.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from scheduler.engine import timeline_keys
+from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.timeline_keys import LocalEntry
+
+log = logging.getLogger(__name__)
+
+BATCH = 10_000
+
+
+def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
+                      partition: int, codec: Any, timeout_s: float = 120.0) -> dict[str, int]:
+    """Catch each store up with its changelog; returns the number of records applied per store."""
+    applied = {}
+    for name, topic in changelogs.items():
+        convert = _schedule_changes(store, codec) if name == "schedules" else _timeline_changes(codec)
+        applied[name] = _replay(store, name, topic, partition, consumer_conf, convert, timeout_s)
+    return applied
+
+
+Converter = Callable[[bytes, bytes | None, dict[bytes, bytes | None]], dict[str, dict[bytes, bytes | None]]]
+
+
+def _schedule_changes(store: PartitionStore, codec: Any) -> Converter:
+    def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
+        old_raw = pending[key] if key in pending else store.get("schedules", key)
+        wakes: dict[bytes, bytes | None] = {}
+        for raw, put in ((old_raw, False), (value, True)):
+            if raw is None:
+                continue
+            state = codec.decode("ScheduleState", raw)
+            if state["state"] == "ACTIVE" and state.get("next_fire_ms") is not None:
+                wake = timeline_keys.wake_key(state["next_fire_ms"], state["schedule_id"])
+                wakes[wake] = b"" if put else None
+        pending[key] = value
+        return {"schedules": {key: value}, "timeline": wakes}
+    return convert
+
+
+def _timeline_changes(codec: Any) -> Converter:
+    def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
+        if value is None:
+            return {"timeline": {key: None}}
+        entry = codec.decode("TimelineEntry", value)
+        local = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence"])
+        return {"timeline": {key: local.pack()}}
+    return convert
+
+
+def _replay(store: PartitionStore, name: str, topic: str, partition: int, consumer_conf: dict[str, Any],
+            convert: Converter, timeout_s: float) -> int:
+    start = store.changelog_offset(name)
+    conf = {**consumer_conf, "group.id": f"restore-{topic}", "enable.auto.commit": False,
+            "isolation.level": "read_committed", "enable.partition.eof": True}
+    consumer = Consumer(conf)
+    try:
+        tp = TopicPartition(topic, partition, start)
+        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        if start < low:
+            start = low
+        if start >= high:
+            return 0
+        consumer.assign([TopicPartition(topic, partition, start)])
+        deadline = time.monotonic() + timeout_s
+        applied = 0
+        changes: dict[str, dict[bytes, bytes | None]] = {}
+        pending: dict[bytes, bytes | None] = {}
+        position = start
+        while position < high:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"restoring {topic}[{partition}] stalled at {position} of {high}: "
+                                   "an open transaction older than transaction.timeout.ms?")
+            for msg in consumer.consume(BATCH, timeout=0.5):
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        position = max(position, msg.offset())
+                        continue
+                    raise RuntimeError(f"restoring {topic}[{partition}]: {msg.error()}")
+                for store_name, writes in convert(msg.key(), msg.value(), pending).items():
+                    changes.setdefault(store_name, {}).update(writes)
+                applied += 1
+                position = msg.offset() + 1
+            if changes:
+                store.write(changes, {name: position})
+                changes, pending = {}, {}
+            position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
+        store.write({}, {name: position})
+        log.info("restored %s[%d]: %d records, offsets %d..%d", topic, partition, applied, start, high)
+        return applied
+    finally:
+        consumer.close()

@@ -1,0 +1,292 @@
+"""One scheduler process: a consumer-group member that runs a task per assigned partition.
+
+Kafka does the sharding and failover (the consumer group) and the outbox (one
+transactional producer per process, fenced through the group metadata,
+KIP-447). Each loop turn is one transaction holding the command results, the
+dispatched occurrences, the changelog changes and the consumed offsets; the
+local RocksDB is written only after the commit (quixstreams' order).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from scheduler.admin import ensure_tenant_topics, ensure_topics
+from scheduler.codec import Codec
+from scheduler.engine.fairness import RateLimits, interleave
+from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.restore import restore_partition
+from scheduler.engine.task import SchedulerTask, TaskTopics
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.topology import Topology
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EngineConfig:
+    bootstrap_servers: str
+    prefix: str
+    state_dir: Path
+    instance_id: str
+    horizon_ms: int = 120_000
+    dispatch_budget: int = 20_000
+    catch_up_budget: int = 1_000
+    materialize_budget: int = 2_000
+    trigger_rate_per_s: float = 1_000_000.0
+    catch_up_rate_per_s: float = 100.0
+    tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
+    transaction_timeout_ms: int = 10_000
+    idle_poll_ms: int = 50
+
+
+class SchedulerProcess:
+    def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.topology = Topology.load()
+        self.codec = Codec.default()
+        prefix = config.prefix
+        self.topics = TaskTopics(
+            commands=self.topology.topic_name("commands", prefix),
+            command_results=self.topology.topic_name("command-results", prefix),
+            occurrence_events=self.topology.topic_name("occurrence-events", prefix),
+            schedules=self.topology.topic_name("schedules", prefix),
+            timeline=self.topology.topic_name("timeline-changelog", prefix),
+        )
+        self.trigger_limits = RateLimits(config.trigger_rate_per_s, config.tenant_trigger_rates)
+        self.catch_up_limits = RateLimits(config.catch_up_rate_per_s)
+        self.tasks: dict[int, SchedulerTask] = {}
+        self.known_tenants: set[str] = set()
+        self._topic_names: dict[tuple[str, str], str] = {}
+        self.held_back: dict[str, int] = {}
+        self.dispatched_total = 0
+        self._stop = threading.Event()
+        common = {"bootstrap.servers": config.bootstrap_servers}
+        self._common = common
+        self.consumer = Consumer({
+            **common,
+            "group.id": f"{prefix}.scheduler",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+            "partition.assignment.strategy": "range",
+            "max.poll.interval.ms": 300_000,
+            "session.timeout.ms": 10_000,
+            "heartbeat.interval.ms": 1_000,
+        })
+        self.producer = Producer({
+            **common,
+            **PRODUCER_PARTITIONER_CONF,
+            "transactional.id": f"{prefix}.scheduler.{config.instance_id}",
+            "transaction.timeout.ms": config.transaction_timeout_ms,
+            "linger.ms": 5,
+            "batch.num.messages": 10_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "lz4",
+        })
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def run(self) -> None:
+        ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
+        self.known_tenants.update(self._existing_tenants())
+        self.producer.init_transactions(30)
+        self.consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        try:
+            while not self._stop.is_set():
+                self._turn()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        try:
+            self.consumer.close()
+        finally:
+            for task in self.tasks.values():
+                task.store.close()
+            self.tasks.clear()
+            self.producer.flush(5)
+
+    def _existing_tenants(self) -> set[str]:
+        marker = f"{self.config.prefix}.occurrences."
+        names = self.consumer.list_topics(timeout=10).topics
+        return {name[len(marker):].rsplit(".", 1)[0] for name in names if name.startswith(marker)}
+
+    def _ensure_tenant(self, tenant: str) -> None:
+        if tenant not in self.known_tenants:
+            ensure_tenant_topics(self.config.bootstrap_servers, self.topology, self.config.prefix, tenant)
+            self.known_tenants.add(tenant)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            path = self.config.state_dir / self.config.prefix / f"p{tp.partition}"
+            store = PartitionStore(path)
+            restore_partition(store, self._common, {"schedules": self.topics.schedules,
+                                                    "timeline": self.topics.timeline}, tp.partition, self.codec)
+            self.tasks[tp.partition] = SchedulerTask(
+                tp.partition, store, self.topics, self.codec, self._occurrence_topic,
+                self.config.horizon_ms, self._ensure_tenant)
+        log.info("assigned partitions %s", sorted(tp.partition for tp in partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            task = self.tasks.pop(tp.partition, None)
+            if task is not None:
+                task.store.close()
+        log.info("revoked partitions %s", sorted(tp.partition for tp in partitions))
+
+    def _occurrence_topic(self, tenant: str, priority: str) -> str:
+        key = (tenant, priority)
+        name = self._topic_names.get(key)
+        if name is None:
+            name = self._topic_names[key] = self.topology.topic_name(
+                "occurrences", self.config.prefix, tenant=tenant, priority=priority)
+        return name
+
+    # -- one transaction ----------------------------------------------------------
+
+    def _turn(self) -> None:
+        now_ms = int(self.clock() * 1000)
+        timeout = self._poll_timeout_s(now_ms)
+        messages = self.consumer.consume(5_000, timeout=timeout)
+        now_ms = int(self.clock() * 1000)
+        inputs = [m for m in messages if not self._is_noise(m)]
+        if not inputs and not self._has_due_work(now_ms):
+            return
+        first_offsets: dict[int, int] = {}
+        next_offsets: dict[int, int] = {}
+        self.producer.begin_transaction()
+        try:
+            for msg in inputs:
+                task = self.tasks.get(msg.partition())
+                if task is None:
+                    continue
+                first_offsets.setdefault(msg.partition(), msg.offset())
+                next_offsets[msg.partition()] = msg.offset() + 1
+                task.on_command(msg.key(), msg.value(), msg.offset(), now_ms)
+            for task in self.tasks.values():
+                task.materialize_due(now_ms, self.config.materialize_budget)
+            self._dispatch(now_ms)
+            changelog_offsets = self._produce_outputs()
+            if next_offsets:
+                self.producer.send_offsets_to_transaction(
+                    [TopicPartition(self.topics.commands, p, o) for p, o in next_offsets.items()],
+                    self.consumer.consumer_group_metadata())
+            self._commit()
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not error.txn_requires_abort():
+                raise
+            log.warning("aborting transaction: %s", error)
+            self.producer.abort_transaction()
+            for task in self.tasks.values():
+                task.reset()
+            for partition, offset in first_offsets.items():
+                self.consumer.seek(TopicPartition(self.topics.commands, partition, offset))
+            return
+        for partition, task in self.tasks.items():
+            task.committed(changelog_offsets.get(partition, {}))
+
+    def _commit(self, attempts: int = 3) -> None:
+        for attempt in range(attempts):
+            try:
+                self.producer.commit_transaction()
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or attempt == attempts - 1:
+                    raise
+
+    def _is_noise(self, msg: Any) -> bool:
+        error = msg.error()
+        if error is None:
+            return False
+        if error.code() == KafkaError._PARTITION_EOF:
+            return True
+        if error.fatal():
+            raise KafkaException(error)
+        log.warning("consumer error: %s", error)
+        return True
+
+    def _poll_timeout_s(self, now_ms: int) -> float:
+        soonest = None
+        for task in self.tasks.values():
+            for lane in (DISPATCH, CATCH_UP):
+                due = task.next_due_ms(lane)
+                if due is not None and (soonest is None or due < soonest):
+                    soonest = due
+        wait_ms = self.config.idle_poll_ms if soonest is None else min(self.config.idle_poll_ms, soonest - now_ms)
+        return max(0.0, wait_ms / 1000.0)
+
+    def _has_due_work(self, now_ms: int) -> bool:
+        horizon = now_ms + self.config.horizon_ms
+        for task in self.tasks.values():
+            for lane, bound in ((DISPATCH, now_ms), (CATCH_UP, now_ms)):
+                due = task.next_due_ms(lane)
+                if due is not None and due <= bound:
+                    return True
+            if task.has_wake_due(horizon):
+                return True
+        return False
+
+    def _dispatch(self, now_ms: int) -> None:
+        strict = self._select(DISPATCH, now_ms, self.config.dispatch_budget, self.trigger_limits)
+        if strict < self.config.dispatch_budget:
+            self._select(CATCH_UP, now_ms, self.config.catch_up_budget, self.catch_up_limits)
+
+    def _select(self, lane: bytes, now_ms: int, budget: int, limits: RateLimits) -> int:
+        candidates = []
+        for task in self.tasks.values():
+            for n, (key, entry) in enumerate(task.due(lane, now_ms)):
+                if n >= budget:
+                    break
+                candidates.append((entry.tenant, (task, key, entry)))
+        if not candidates:
+            return 0
+        selection = interleave(candidates, budget, limits, now_ms)
+        for tenant, count in selection.held_back.items():
+            self.held_back[tenant] = self.held_back.get(tenant, 0) + count
+        for task, key, entry in selection.chosen:
+            task.outbox.append((entry.topic, entry.schedule_id.encode(), entry.occurrence, None))
+            task.dispatched(key)
+        self.dispatched_total += len(selection.chosen)
+        return len(selection.chosen)
+
+    def _produce_outputs(self) -> dict[int, dict[str, int]]:
+        """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint."""
+        offsets: dict[int, dict[str, int]] = {}
+        failures: list[KafkaError] = []
+        produce = self.producer.produce
+        for task in self.tasks.values():
+            for topic, key, value, partition in task.outbox:
+                if partition is None:
+                    produce(topic, value, key)
+                else:
+                    produce(topic, value, key, partition=partition)
+            task_offsets = offsets.setdefault(task.partition, {})
+            for store, topic, key, value in task.changelog_records():
+                def delivered(err: KafkaError | None, msg: Any, store: str = store,
+                              task_offsets: dict[str, int] = task_offsets) -> None:
+                    if err is not None:
+                        failures.append(err)
+                    else:
+                        task_offsets[store] = max(task_offsets.get(store, 0), msg.offset() + 1)
+                produce(topic, value, key, partition=task.partition, on_delivery=delivered)
+            self.producer.poll(0)
+        remaining = self.producer.flush(30)
+        if remaining or failures:
+            raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT,
+                                                                           "undelivered records", txn_requires_abort=True))
+        return offsets

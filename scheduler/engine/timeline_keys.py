@@ -1,0 +1,74 @@
+"""Byte layout of the time-bucketed timeline store.
+
+Keys sort by lane, then due time (big-endian milliseconds), then schedule, so a
+RocksDB range scan from the lane prefix yields entries in the order they fall due.
+
+- ``D`` dispatch lane: materialized occurrences, due at ``available_at``.
+- ``C`` catch-up lane: late occurrences released by a misfire policy; drained
+  with its own capacity after the dispatch lane.
+- ``W`` wake-ups: one per active schedule, at its next fire not yet materialized.
+
+Values of the ``D`` and ``C`` lanes are kept locally in a compact framing so that
+dispatch does no Avro decoding; the changelog carries the Avro ``TimelineEntry``.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+DISPATCH = b"D"
+CATCH_UP = b"C"
+WAKE = b"W"
+
+_MS = struct.Struct(">q")
+_LEN = struct.Struct(">H")
+_BODY_LEN = struct.Struct(">I")
+
+
+def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms: int) -> bytes:
+    return lane + _MS.pack(due_ms) + schedule_id.encode() + b"\x00" + _MS.pack(scheduled_for_ms)
+
+
+def wake_key(next_fire_ms: int, schedule_id: str) -> bytes:
+    return WAKE + _MS.pack(next_fire_ms) + schedule_id.encode()
+
+
+def lane_bound(lane: bytes, due_ms: int) -> bytes:
+    """The first key of `lane` that falls due after `due_ms`."""
+    return lane + _MS.pack(due_ms + 1)
+
+
+def due_ms_of(key: bytes) -> int:
+    return _MS.unpack_from(key, 1)[0]
+
+
+def wake_schedule_id(key: bytes) -> str:
+    return key[9:].decode()
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEntry:
+    """What dispatch needs of a timeline entry, nothing more."""
+
+    tenant: str
+    schedule_id: str
+    topic: str
+    occurrence: bytes
+
+    def pack(self) -> bytes:
+        parts = [s.encode() for s in (self.tenant, self.schedule_id, self.topic)]
+        head = b"".join(_LEN.pack(len(p)) + p for p in parts)
+        return head + _BODY_LEN.pack(len(self.occurrence)) + self.occurrence
+
+    @classmethod
+    def unpack(cls, data: bytes) -> "LocalEntry":
+        fields: list[str] = []
+        pos = 0
+        for _ in range(3):
+            (n,) = _LEN.unpack_from(data, pos)
+            pos += 2
+            fields.append(data[pos : pos + n].decode())
+            pos += n
+        (n,) = _BODY_LEN.unpack_from(data, pos)
+        pos += 4
+        return cls(fields[0], fields[1], fields[2], data[pos : pos + n])

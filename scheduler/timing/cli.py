@@ -1,0 +1,94 @@
+"""`scheduler preview`: the next fire instants of a schedule, one RFC 3339 UTC instant per line.
+
+With --every the anchor is --start and fires are start + k * period strictly after
+--start. --cron and --every preview from --start (default: now). --at without
+--start lists the one-shot's instants whatever the current time. Invalid input
+exits with status 2 and `error: <field>: <message>` on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+
+from scheduler.timing.dst import GAP_OPTIONS, OVERLAP_OPTIONS
+from scheduler.timing.errors import SpecError
+from scheduler.timing.fires import Fire, next_fires
+from scheduler.timing.instants import UTC, format_offset, format_utc, parse_instant
+from scheduler.timing.zones import load_zone
+from scheduler.timing.spec import parse_spec
+
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("preview", help="print the next fire instants of a schedule", description=__doc__)
+    kind = parser.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--cron", help='five-field cron expression or macro, e.g. "30 2 * * *"')
+    kind.add_argument("--every", help="fixed rate, e.g. 90m, 24h, 1h30m (anchored at --start)")
+    kind.add_argument("--at", help="one-shot: an RFC 3339 instant, or a local date-time in --tz")
+    parser.add_argument("--tz", default="UTC", help="IANA time zone of cron / local one-shot (default UTC)")
+    parser.add_argument("--start", help="RFC 3339 instant; fires strictly after it (default: now)")
+    parser.add_argument("--end", help="RFC 3339 instant; no fires after it")
+    parser.add_argument("--count", type=int, default=10, help="how many fires to print (default 10)")
+    parser.add_argument("--max-fires", type=int, help="the schedule's maximum number of fires")
+    parser.add_argument("--dst-gap", default="skip", choices=GAP_OPTIONS)
+    parser.add_argument("--dst-overlap", default="first", choices=OVERLAP_OPTIONS)
+    parser.add_argument("--json", action="store_true", help="one JSON object per line with local time and offset")
+    parser.set_defaults(handler=run)
+
+
+def _instant_arg(field: str, text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        return parse_instant(text)
+    except ValueError as exc:
+        raise SpecError(field, str(exc)) from exc
+
+
+def _json_line(fire: Fire, time_zone: str) -> str:
+    local = fire.scheduled_for.astimezone(load_zone(time_zone))
+    return json.dumps(
+        {
+            "scheduled_for": format_utc(fire.scheduled_for),
+            "local": local.replace(tzinfo=None).isoformat(timespec="seconds"),
+            "utc_offset": format_offset(local.utcoffset()),
+            "time_zone": time_zone,
+            "dst_rule": fire.dst_rule,
+        }
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.count < 0:
+            raise SpecError("count", "must not be negative")
+        start = _instant_arg("start_at", args.start)
+        end = _instant_arg("end_at", args.end)
+        if args.every is not None:
+            kind, expression = "rate", args.every if args.every.lower().startswith("every") else f"every {args.every}"
+        elif args.cron is not None:
+            kind, expression = "cron", args.cron
+        else:
+            kind, expression = "once", args.at
+        if start is None and kind != "once":
+            start = datetime.now(UTC)
+        spec = parse_spec(
+            kind,
+            expression,
+            args.tz,
+            start_at=None if kind == "once" else start,
+            end_at=end,
+            max_fires=args.max_fires,
+            dst_gap=args.dst_gap,
+            dst_overlap=args.dst_overlap,
+        )
+        fires = next_fires(spec, start or _EARLIEST, args.count)
+    except SpecError as exc:
+        print(f"error: {exc.field}: {exc.message}", file=sys.stderr)
+        return 2
+    for fire in fires:
+        print(_json_line(fire, args.tz) if args.json else format_utc(fire.scheduled_for))
+    return 0

@@ -1,0 +1,126 @@
+"""Fire instants of a ScheduleSpec: the next N after an instant, counts and n-th fires.
+
+The per-kind timelines work in epoch integers; this module applies the spec's
+window ([start_at, end_at], inclusive) and max_fires, and converts to datetimes.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from itertools import islice
+
+from scheduler.timing.cron import parse_cron
+from scheduler.timing.cron_timeline import CronTimeline
+from scheduler.timing.instants import US_PER_S, from_us, require_aware, to_us
+from scheduler.timing.once import OnceTimeline, once_fires
+from scheduler.timing.rate import MAX_US, RateTimeline, parse_period
+from scheduler.timing.spec import ScheduleSpec
+from scheduler.timing.zones import zone_rules
+
+Raw = tuple[int, str | None]  # (epoch microseconds, dst_rule)
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One fire instant; dst_rule names the DST rule that moved or chose it (for audit), else None."""
+
+    scheduled_for: datetime
+    dst_rule: str | None
+
+
+class _CronMicros:
+    """Adapts the seconds-based cron timeline to the microsecond interface."""
+
+    def __init__(self, timeline: CronTimeline):
+        self.timeline = timeline
+
+    def iter_after(self, after: int) -> Iterator[Raw]:
+        return ((s * US_PER_S, rule) for s, rule in self.timeline.iter_after(after // US_PER_S))
+
+    def count(self, after: int, until: int) -> int:
+        return self.timeline.count(after // US_PER_S, until // US_PER_S)
+
+    def nth(self, after: int, n: int) -> Raw | None:
+        fire = self.timeline.nth(after // US_PER_S, n)
+        return None if fire is None else (fire[0] * US_PER_S, fire[1])
+
+
+@lru_cache(maxsize=4096)
+def timeline(spec: ScheduleSpec) -> _CronMicros | RateTimeline | OnceTimeline:
+    if spec.kind == "cron":
+        rules = zone_rules(spec.time_zone)
+        return _CronMicros(CronTimeline(parse_cron(spec.expression), rules, spec.dst_gap, spec.dst_overlap))
+    if spec.kind == "rate":
+        return RateTimeline(to_us(spec.anchor_at), parse_period(spec.expression))
+    return OnceTimeline(once_fires(spec.expression, spec.time_zone, spec.dst_gap, spec.dst_overlap))
+
+
+def _lower(spec: ScheduleSpec, after: datetime) -> int:
+    lower = to_us(require_aware(after, "after"))
+    return lower if spec.start_at is None else max(lower, to_us(spec.start_at) - 1)
+
+
+def _upper(spec: ScheduleSpec, until: datetime | None) -> int:
+    upper = MAX_US if until is None else to_us(require_aware(until, "until"))
+    return upper if spec.end_at is None else min(upper, to_us(spec.end_at))
+
+
+def _remaining(spec: ScheduleSpec, fired_before: int) -> int | None:
+    return None if spec.max_fires is None else max(0, spec.max_fires - fired_before)
+
+
+def _limit(spec: ScheduleSpec, limit: int | None, fired_before: int) -> int | None:
+    remaining = _remaining(spec, fired_before)
+    if limit is None or remaining is None:
+        return remaining if limit is None else limit
+    return min(limit, remaining)
+
+
+def fires_between(
+    spec: ScheduleSpec, after: datetime, until: datetime | None, limit: int | None = None, fired_before: int = 0
+) -> list[Fire]:
+    """Fires in (after, until], ascending, at most `limit` (and at most the max_fires left)."""
+    lo, hi = _lower(spec, after), _upper(spec, until)
+    limit = _limit(spec, limit, fired_before)
+    raw = timeline(spec).iter_after(lo)
+    out = []
+    for instant, rule in raw if limit is None else islice(raw, limit):
+        if instant > hi:
+            break
+        out.append(Fire(from_us(instant), rule))
+    return out
+
+
+def next_fires(spec: ScheduleSpec, after: datetime, count: int, fired_before: int = 0) -> list[Fire]:
+    """The next `count` fires strictly after `after`, ascending (fewer if the schedule ends)."""
+    if count < 0:
+        raise ValueError("count must not be negative")
+    return fires_between(spec, after, None, count, fired_before)
+
+
+def next_fire(spec: ScheduleSpec, after: datetime, fired_before: int = 0) -> Fire | None:
+    fires = next_fires(spec, after, 1, fired_before)
+    return fires[0] if fires else None
+
+
+def count_fires(spec: ScheduleSpec, after: datetime, until: datetime, fired_before: int = 0) -> int:
+    """Number of fires in (after, until] without enumerating them one by one."""
+    lo, hi = _lower(spec, after), _upper(spec, until)
+    total = timeline(spec).count(lo, hi) if hi > lo else 0
+    remaining = _remaining(spec, fired_before)
+    return total if remaining is None else min(total, remaining)
+
+
+def nth_fire(spec: ScheduleSpec, after: datetime, n: int, fired_before: int = 0) -> Fire | None:
+    """The n-th fire (1-based) strictly after `after`, or None if the schedule ends first."""
+    if n < 1:
+        raise ValueError("n must be at least 1")
+    remaining = _remaining(spec, fired_before)
+    if remaining is not None and n > remaining:
+        return None
+    found = timeline(spec).nth(_lower(spec, after), n)
+    if found is None or found[0] > _upper(spec, None):
+        return None
+    return Fire(from_us(found[0]), found[1])

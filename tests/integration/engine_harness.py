@@ -1,0 +1,131 @@
+"""Real scheduler processes and real consumers for the engine's integration tests."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from scheduler.admin import ensure_tenant_topics, ensure_topics
+from scheduler.codec import Codec
+from scheduler.topology import Topology
+
+REPO = Path(__file__).resolve().parents[2]
+CODEC = Codec.default()
+TOPOLOGY = Topology.load()
+
+
+@dataclass
+class SchedulerProcess:
+    """`scheduler run` in a child process, so tests can SIGKILL it for real."""
+
+    bootstrap: str
+    prefix: str
+    state_dir: Path
+    instance_id: str
+    extra_args: tuple[str, ...] = ()
+    log_path: Path | None = None
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> "SchedulerProcess":
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix}
+        self.log_path = self.state_dir.parent / f"{self.instance_id}.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scheduler", "run", "--instance-id", self.instance_id,
+             "--state-dir", str(self.state_dir), *self.extra_args],
+            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def terminate(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def ensure_layout(bootstrap: str, prefix: str, tenants: Iterable[str] = ()) -> None:
+    ensure_topics(bootstrap, TOPOLOGY, prefix)
+    for tenant in tenants:
+        ensure_tenant_topics(bootstrap, TOPOLOGY, prefix, tenant)
+
+
+@dataclass
+class Received:
+    record: dict[str, Any]
+    topic: str
+    timestamp_ms: int
+    seen_ms: int
+
+
+@dataclass
+class TopicReader:
+    """A read_committed consumer over whole topics, from the beginning."""
+
+    bootstrap: str
+    topics: list[str]
+    schema: str
+    received: list[Received] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                                  "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
+        assignment = []
+        metadata = self.consumer.list_topics(timeout=10).topics
+        for topic in self.topics:
+            for partition in metadata[topic].partitions:
+                assignment.append(TopicPartition(topic, partition, 0))
+        self.consumer.assign(assignment)
+
+    def poll(self, seconds: float) -> list[Received]:
+        deadline = time.monotonic() + seconds
+        fresh: list[Received] = []
+        while time.monotonic() < deadline:
+            for msg in self.consumer.consume(5000, timeout=0.2):
+                if msg.error():
+                    continue
+                item = Received(CODEC.decode(self.schema, msg.value()), msg.topic(), msg.timestamp()[1],
+                                int(time.time() * 1000))
+                fresh.append(item)
+        self.received.extend(fresh)
+        return fresh
+
+    def until(self, done: Callable[[list[Received]], bool], timeout: float) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        while not done(self.received) and time.monotonic() < deadline:
+            self.poll(0.5)
+        return self.received
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def occurrence_topics(prefix: str, tenants: Iterable[str]) -> list[str]:
+    return [TOPOLOGY.topic_name("occurrences", prefix, tenant=t, priority=p)
+            for t in tenants for p in TOPOLOGY.priorities]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

@@ -1,0 +1,96 @@
+from scheduler.client import make_spec
+from scheduler.engine.commands import decide
+
+NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+
+
+def command(kind, **fields):
+    base = {"command_id": f"c-{kind}", "type": kind, "schedule_id": "s1", "tenant": "acme",
+            "idempotency_key": None, "expected_version": None, "spec": None, "occurrence_id": None,
+            "issued_at_ms": NOW}
+    return {**base, **fields}
+
+
+def created(**spec_fields):
+    spec = make_spec("cron", "*/5 * * * *", "Europe/London", **spec_fields)
+    decision = decide(command("CREATE", spec=spec, idempotency_key="k1"), None, NOW)
+    assert decision.result["status"] == "ACCEPTED", decision.result
+    return decision.state
+
+
+def test_create_accepts_with_version_1_and_previews_next_fires():
+    state = created()
+    assert state["version"] == 1 and state["state"] == "ACTIVE"
+    assert state["first_next_fires_ms"] == [NOW + 5 * 60_000 * i for i in range(1, 6)]
+
+
+def test_repeated_create_with_same_idempotency_key_returns_the_first_result_and_changes_nothing():
+    state = created()
+    again = decide(command("CREATE", command_id="retry", idempotency_key="k1",
+                           spec=make_spec("cron", "0 * * * *")), state, NOW + 60_000)
+    assert again.state is None
+    assert again.result["status"] == "ACCEPTED" and again.result["command_id"] == "retry"
+    assert again.result["next_fires_ms"] == state["first_next_fires_ms"]
+    assert again.result["processed_at_ms"] == NOW
+
+
+def test_create_of_an_existing_id_without_the_key_is_rejected():
+    state = created()
+    result = decide(command("CREATE", spec=make_spec("cron", "0 * * * *")), state, NOW).result
+    assert (result["status"], result["reason"]) == ("REJECTED", "ALREADY_EXISTS")
+
+
+def test_invalid_cron_and_unknown_zone_are_rejected_with_the_field_named():
+    bad_cron = decide(command("CREATE", spec=make_spec("cron", "61 * * * *")), None, NOW).result
+    assert bad_cron["reason"] == "INVALID_SPEC" and bad_cron["message"].startswith("expression")
+    bad_zone = decide(command("CREATE", spec=make_spec("cron", "0 * * * *", "Mars/Base")), None, NOW).result
+    assert bad_zone["reason"] == "UNKNOWN_ZONE" and "time_zone" in bad_zone["message"]
+
+
+def test_bad_tenant_or_schedule_id_is_rejected_before_anything_is_stored():
+    spec = make_spec("cron", "0 * * * *")
+    assert decide(command("CREATE", tenant="a/b", spec=spec), None, NOW).result["reason"] == "MALFORMED_RECORD"
+    assert decide(command("CREATE", schedule_id="x\x00y", spec=spec), None, NOW).state is None
+
+
+def test_update_bumps_version_invalidates_pending_and_honours_expected_version():
+    state = created()
+    conflict = decide(command("UPDATE", spec=make_spec("cron", "0 * * * *"), expected_version=7), state, NOW)
+    assert conflict.result["reason"] == "VERSION_CONFLICT" and conflict.state is None
+    update = decide(command("UPDATE", spec=make_spec("cron", "0 * * * *"), expected_version=1), state, NOW)
+    assert update.state["version"] == 2 and update.drop_pending_as == "INVALIDATED"
+    assert update.first_fire_after_ms == NOW
+
+
+def test_another_tenants_schedule_is_unknown():
+    state = created()
+    result = decide(command("PAUSE", tenant="other"), state, NOW).result
+    assert result["reason"] == "UNKNOWN_SCHEDULE"
+
+
+def test_pause_resume_cancel_lifecycle():
+    state = created()
+    paused = decide(command("PAUSE"), state, NOW)
+    assert paused.state["state"] == "PAUSED" and paused.drop_pending_as == "SKIPPED_PAUSED"
+    again = decide(command("PAUSE"), paused.state, NOW)
+    assert again.state is None and again.result["status"] == "ACCEPTED"
+    resumed = decide(command("RESUME"), paused.state, NOW + 3_600_000)
+    assert resumed.state["state"] == "ACTIVE" and resumed.state["version"] == 3
+    assert resumed.skipped_while_paused_from_ms == state["next_fire_ms"]
+    assert resumed.first_fire_after_ms == NOW + 3_600_000
+    canceled = decide(command("CANCEL"), resumed.state, NOW)
+    assert canceled.state["state"] == "CANCELED" and canceled.drop_pending_as == "CANCELED"
+    assert decide(command("RESUME"), canceled.state, NOW).result["reason"] == "INVALID_STATE"
+    assert decide(command("CANCEL"), canceled.state, NOW).result["status"] == "ACCEPTED"
+
+
+def test_unknown_command_type_is_rejected():
+    assert decide(command("UNKNOWN"), created(), NOW).result["reason"] == "MALFORMED_RECORD"
+
+
+def test_a_one_shot_just_past_its_instant_still_fires_within_max_lateness():
+    spec = make_spec("once", "2027-01-15T07:59:58Z", max_lateness_ms=5_000)
+    decision = decide(command("CREATE", spec=spec), None, NOW)
+    assert decision.result["next_fires_ms"] == [NOW - 2_000]
+    stale = make_spec("once", "2027-01-15T07:00:00Z", max_lateness_ms=5_000)
+    assert decide(command("CREATE", spec=stale), None, NOW).result["next_fires_ms"] == []

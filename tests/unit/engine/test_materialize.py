@@ -1,0 +1,68 @@
+from scheduler.client import make_spec
+from scheduler.engine.materialize import plan
+from scheduler.engine.specs import compile_spec
+from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.engine.instants import to_datetime
+
+NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z, a multiple of 5 minutes
+MIN = 60_000
+
+
+def planned(spec_record, cursor_ms, now_ms=NOW, horizon_ms=10 * MIN, fired=0):
+    return plan(compile_spec(spec_record), spec_record, "s1", 4, cursor_ms, fired, now_ms, horizon_ms)
+
+
+def test_only_fires_within_the_horizon_are_materialized_and_the_cursor_points_past_them():
+    result = planned(make_spec("cron", "*/5 * * * *"), NOW)
+    assert [o.scheduled_for_ms for o in result.occurrences] == [NOW + 5 * MIN, NOW + 10 * MIN]
+    assert result.next_fire_ms == NOW + 15 * MIN
+    assert result.fired_count == 2
+    first = result.occurrences[0]
+    assert first.occurrence_id == occurrence_id("s1", 4, to_datetime(NOW + 5 * MIN))
+    assert first.available_at_ms == first.scheduled_for_ms and not first.catch_up
+
+
+def test_flexible_schedules_are_available_within_their_window_deterministically():
+    spec = make_spec("cron", "*/5 * * * *", flexible_window_ms=5 * MIN)
+    a = planned(spec, NOW).occurrences
+    b = planned(spec, NOW).occurrences
+    assert a == b
+    assert all(o.scheduled_for_ms <= o.available_at_ms < o.scheduled_for_ms + 5 * MIN for o in a)
+    assert len({o.available_at_ms - o.scheduled_for_ms for o in a}) == len(a)
+
+
+def test_an_exhausted_one_shot_has_no_next_fire():
+    result = planned(make_spec("once", "2027-01-15T08:03:00Z"), NOW)
+    assert [o.scheduled_for_ms for o in result.occurrences] == [NOW + 3 * MIN]
+    assert result.next_fire_ms is None
+
+
+def test_downtime_with_skip_fires_only_what_is_within_max_lateness():
+    spec = make_spec("cron", "* * * * *", misfire_policy="SKIP", max_lateness_ms=90_000)
+    result = planned(spec, NOW - 60 * MIN, horizon_ms=0)
+    assert [o.scheduled_for_ms for o in result.occurrences] == [NOW - MIN, NOW]
+    assert not any(o.catch_up for o in result.occurrences)
+    assert result.misfire.missed_count == 58
+
+
+def test_downtime_with_fire_once_releases_the_latest_late_fire_on_the_catch_up_lane():
+    spec = make_spec("cron", "* * * * *", misfire_policy="FIRE_ONCE", max_lateness_ms=30_000)
+    result = planned(spec, NOW - 60 * MIN, horizon_ms=0)
+    assert [(o.scheduled_for_ms, o.catch_up) for o in result.occurrences] == [(NOW - MIN, True), (NOW, False)]
+    assert result.misfire.missed_count == 58
+
+
+def test_downtime_with_catch_up_releases_at_most_k():
+    spec = make_spec("cron", "* * * * *", misfire_policy="CATCH_UP", catch_up_limit=3, max_lateness_ms=0)
+    result = planned(spec, NOW - 60 * MIN - 1, horizon_ms=0)
+    late = [o for o in result.occurrences if o.catch_up]
+    assert [o.scheduled_for_ms for o in late] == [NOW - 3 * MIN, NOW - 2 * MIN, NOW - MIN]
+    assert [o.scheduled_for_ms for o in result.occurrences if not o.catch_up] == [NOW]
+    assert result.misfire.missed_count == 57  # 61 candidates: 1 on time, 3 caught up
+
+
+def test_a_year_of_missed_minutes_is_decided_without_enumerating_them():
+    spec = make_spec("cron", "* * * * *", misfire_policy="SKIP", max_lateness_ms=0)
+    result = planned(spec, NOW - 365 * 24 * 60 * MIN, horizon_ms=0)
+    assert result.misfire.missed_count == 365 * 24 * 60 - 1
+    assert len(result.misfire.missed) <= 1000
