@@ -58,6 +58,7 @@ def plan(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, 
         )
         if decision.missed_count:
             result.misfire = decision
+            result.fired_count += decision.missed_count  # max_fires counts missed fires too
         late_fires = decision.fire
         cursor = decision.cursor
     for fire in late_fires:

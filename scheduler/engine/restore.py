@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from scheduler.engine import timeline_keys
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.timeline_keys import LocalEntry
+from scheduler.engine.timeline_keys import NO_DEADLINE, LocalEntry
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,8 @@ def _timeline_changes(codec: Any) -> Converter:
         if value is None:
             return {"timeline": {key: None}}
         entry = codec.decode("TimelineEntry", value)
-        local = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence"])
+        deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
+        local = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence"], deadline)
         return {"timeline": {key: local.pack()}}
     return convert
 

@@ -66,7 +66,7 @@ class SchedulerProcess:
         self.catch_up_limits = RateLimits(config.catch_up_rate_per_s)
         self.tasks: dict[int, SchedulerTask] = {}
         self.known_tenants: set[str] = set()
-        self._topic_names: dict[tuple[str, str], str] = {}
+        self._topic_names: dict[tuple[str, str, str | None], str] = {}
         self.held_back: dict[str, int] = {}
         self.dispatched_total = 0
         self._stop = threading.Event()
@@ -80,7 +80,7 @@ class SchedulerProcess:
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "range",
             "max.poll.interval.ms": 300_000,
-            "session.timeout.ms": 10_000,
+            "session.timeout.ms": 6_000,
             "heartbeat.interval.ms": 1_000,
         })
         self.producer = Producer({
@@ -137,7 +137,7 @@ class SchedulerProcess:
             restore_partition(store, self._common, {"schedules": self.topics.schedules,
                                                     "timeline": self.topics.timeline}, tp.partition, self.codec)
             self.tasks[tp.partition] = SchedulerTask(
-                tp.partition, store, self.topics, self.codec, self._occurrence_topic,
+                tp.partition, store, self.topics, self.codec, self._tenant_topic,
                 self.config.horizon_ms, self._ensure_tenant)
         log.info("assigned partitions %s", sorted(tp.partition for tp in partitions))
 
@@ -148,12 +148,12 @@ class SchedulerProcess:
                 task.store.close()
         log.info("revoked partitions %s", sorted(tp.partition for tp in partitions))
 
-    def _occurrence_topic(self, tenant: str, priority: str) -> str:
-        key = (tenant, priority)
-        name = self._topic_names.get(key)
+    def _tenant_topic(self, key: str, tenant: str, priority: str | None) -> str:
+        cache_key = (key, tenant, priority)
+        name = self._topic_names.get(cache_key)
         if name is None:
-            name = self._topic_names[key] = self.topology.topic_name(
-                "occurrences", self.config.prefix, tenant=tenant, priority=priority)
+            name = self._topic_names[cache_key] = self.topology.topic_name(
+                key, self.config.prefix, tenant=tenant, priority=priority)
         return name
 
     # -- one transaction ----------------------------------------------------------
@@ -249,10 +249,16 @@ class SchedulerProcess:
     def _select(self, lane: bytes, now_ms: int, budget: int, limits: RateLimits) -> int:
         candidates = []
         for task in self.tasks.values():
+            late: set[str] = set()
             for n, (key, entry) in enumerate(task.due(lane, now_ms)):
                 if n >= budget:
                     break
-                candidates.append((entry.tenant, (task, key, entry)))
+                if entry.deadline_ms < now_ms:
+                    late.add(entry.schedule_id)
+                elif entry.schedule_id not in late:
+                    candidates.append((entry.tenant, (task, key, entry)))
+            for schedule_id in late:
+                task.replan_late(schedule_id, now_ms)
         if not candidates:
             return 0
         selection = interleave(candidates, budget, limits, now_ms)

@@ -19,7 +19,7 @@ from scheduler.engine.commands import Decision, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.specs import compile_spec
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE, LocalEntry
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, NO_DEADLINE, WAKE, LocalEntry
 from scheduler.timing.misfire import MisfireDecision, resolve_misfire
 from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.timing.spec import SpecError
@@ -44,12 +44,12 @@ class TaskTopics:
 
 class SchedulerTask:
     def __init__(self, partition: int, store: PartitionStore, topics: TaskTopics, codec: Any,
-                 occurrence_topic: Any, horizon_ms: int, ensure_tenant: Any) -> None:
+                 tenant_topic: Any, horizon_ms: int, ensure_tenant: Any) -> None:
         self.partition = partition
         self.store = store
         self.topics = topics
         self.codec = codec
-        self.occurrence_topic = occurrence_topic  # (tenant, priority) -> topic name
+        self.tenant_topic = tenant_topic          # (key, tenant, priority | None) -> topic name
         self.horizon_ms = horizon_ms
         self.ensure_tenant = ensure_tenant        # called before a tenant's first occurrence is planned
         self.txn = StoreTransaction(store)
@@ -130,11 +130,13 @@ class SchedulerTask:
                                       to_datetime(now_ms), timedelta(0), "SKIP", 0,
                                       fired_before=state["fired_count"])
             self._emit_missed(state, skipped, "SKIPPED_PAUSED", "schedule was paused", now_ms)
+        self.ensure_tenant(state["tenant"])
         if decision.first_fire_after_ms is not None:
-            self.ensure_tenant(state["tenant"])
-            self._materialize(state, decision.first_fire_after_ms, now_ms)
+            state = self._materialize(state, decision.first_fire_after_ms, now_ms)
         else:
             self._save(state)
+        self.outbox.append((self.tenant_topic("schedule-view", state["tenant"], None),
+                            state["schedule_id"].encode(), self.codec.encode("ScheduleState", state), None))
 
     # -- timeline ---------------------------------------------------------------
 
@@ -164,7 +166,7 @@ class SchedulerTask:
                     lane, ref["due_ms"], sid, ref["scheduled_for_ms"])) is not None
                     for lane in (DISPATCH, CATCH_UP))]
 
-    def _materialize(self, state: Record, cursor_ms: int, now_ms: int) -> None:
+    def _materialize(self, state: Record, cursor_ms: int, now_ms: int) -> Record:
         spec = compile_spec(state["spec"])
         sid, version, spec_record = state["schedule_id"], state["version"], state["spec"]
         planned = materialize.plan(spec, spec_record, sid, version, cursor_ms, state["fired_count"],
@@ -173,7 +175,8 @@ class SchedulerTask:
             self._emit_missed(state, planned.misfire, "MISSED", "later than max_lateness (misfire policy)", now_ms)
         pending = self._live_pending(state)
         priority = spec_record.get("priority", "NORMAL")
-        topic = self.occurrence_topic(state["tenant"], priority.lower())
+        topic = self.tenant_topic("occurrences", state["tenant"], priority.lower())
+        max_lateness_ms = spec_record.get("max_lateness_ms", 0)
         for occ in planned.occurrences:
             lane = CATCH_UP if occ.catch_up else DISPATCH
             key = timeline_keys.occurrence_key(lane, occ.available_at_ms, sid, occ.scheduled_for_ms)
@@ -184,11 +187,13 @@ class SchedulerTask:
                 "payload": spec_record.get("payload", b""), "attempt": 1, "dst_rule": occ.dst_rule,
                 "catch_up": occ.catch_up,
             })
-            self.txn.put("timeline", key, LocalEntry(state["tenant"], sid, topic, body).pack())
+            deadline = NO_DEADLINE if occ.catch_up else occ.available_at_ms + max_lateness_ms
+            self.txn.put("timeline", key, LocalEntry(state["tenant"], sid, topic, body, deadline).pack())
             self.timeline_changelog[key] = self.codec.encode("TimelineEntry", {
                 "schedule_id": sid, "tenant": state["tenant"], "schedule_version": version,
                 "occurrence_id": occ.occurrence_id, "scheduled_for_ms": occ.scheduled_for_ms,
                 "available_at_ms": occ.available_at_ms, "topic": topic,
+                "deadline_ms": None if occ.catch_up else deadline,
                 "lane": "CATCH_UP" if occ.catch_up else "STRICT", "occurrence": body,
             })
             pending.append({"due_ms": occ.available_at_ms, "scheduled_for_ms": occ.scheduled_for_ms})
@@ -197,6 +202,30 @@ class SchedulerTask:
         if planned.next_fire_ms is not None:
             self.txn.put("timeline", timeline_keys.wake_key(planned.next_fire_ms, sid), b"")
         self._save(state)
+        return state
+
+    def replan_late(self, schedule_id: str, now_ms: int) -> None:
+        """A materialized entry missed its deadline (downtime, overload): its schedule's misfire policy decides.
+
+        The schedule's pending entries are taken back and every fire from the
+        oldest of them on is planned again; the occurrence ids are the same, so
+        entries that are still on time come back unchanged.
+        """
+        raw = self.txn.get("schedules", schedule_id.encode())
+        if raw is None:
+            return
+        state = self.codec.decode("ScheduleState", raw)
+        pending = self._live_pending(state)
+        if not pending:
+            return
+        for ref in pending:
+            for lane in (DISPATCH, CATCH_UP):
+                self.txn.delete("timeline", timeline_keys.occurrence_key(
+                    lane, ref["due_ms"], schedule_id, ref["scheduled_for_ms"]))
+        self._drop_wake(state)
+        cursor_ms = min(ref["scheduled_for_ms"] for ref in pending) - 1
+        state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
+        self._materialize(state, cursor_ms, now_ms)
 
     def _emit_missed(self, state: Record, decision: MisfireDecision, kind: str, reason: str, now_ms: int) -> None:
         sid, version = state["schedule_id"], state["version"]

@@ -23,6 +23,7 @@ WAKE = b"W"
 _MS = struct.Struct(">q")
 _LEN = struct.Struct(">H")
 _BODY_LEN = struct.Struct(">I")
+NO_DEADLINE = 2**63 - 1
 
 
 def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms: int) -> bytes:
@@ -42,6 +43,10 @@ def due_ms_of(key: bytes) -> int:
     return _MS.unpack_from(key, 1)[0]
 
 
+def scheduled_for_ms_of(key: bytes) -> int:
+    return _MS.unpack_from(key, len(key) - 8)[0]
+
+
 def wake_schedule_id(key: bytes) -> str:
     return key[9:].decode()
 
@@ -54,16 +59,18 @@ class LocalEntry:
     schedule_id: str
     topic: str
     occurrence: bytes
+    deadline_ms: int = NO_DEADLINE
 
     def pack(self) -> bytes:
         parts = [s.encode() for s in (self.tenant, self.schedule_id, self.topic)]
-        head = b"".join(_LEN.pack(len(p)) + p for p in parts)
+        head = _MS.pack(self.deadline_ms) + b"".join(_LEN.pack(len(p)) + p for p in parts)
         return head + _BODY_LEN.pack(len(self.occurrence)) + self.occurrence
 
     @classmethod
     def unpack(cls, data: bytes) -> "LocalEntry":
         fields: list[str] = []
-        pos = 0
+        (deadline_ms,) = _MS.unpack_from(data, 0)
+        pos = 8
         for _ in range(3):
             (n,) = _LEN.unpack_from(data, pos)
             pos += 2
@@ -71,4 +78,4 @@ class LocalEntry:
             pos += n
         (n,) = _BODY_LEN.unpack_from(data, pos)
         pos += 4
-        return cls(fields[0], fields[1], fields[2], data[pos : pos + n])
+        return cls(fields[0], fields[1], fields[2], data[pos : pos + n], deadline_ms)

@@ -157,11 +157,10 @@ class CronTimeline:
             total += len(run[1]) if isinstance(run, tuple) else len(run)
         return total
 
-    def nth(self, after: int, n: int) -> Fire | None:
-        """The n-th fire (1-based) strictly after `after`, found by counting whole days."""
+    def nth(self, after: int, n: int, until: int) -> Fire | None:
+        """The n-th fire (1-based) in (after, until], found by counting whole days."""
         seen = 0
-        far = _midnight(MAX_YEAR, 12, 31) + DAY
-        for run in self._runs(after, far):
+        for run in self._runs(after, until):
             if isinstance(run, tuple):
                 base, tod = run
                 if seen + len(tod) >= n:

@@ -42,8 +42,8 @@ class _CronMicros:
     def count(self, after: int, until: int) -> int:
         return self.timeline.count(after // US_PER_S, until // US_PER_S)
 
-    def nth(self, after: int, n: int) -> Raw | None:
-        fire = self.timeline.nth(after // US_PER_S, n)
+    def nth(self, after: int, n: int, until: int) -> Raw | None:
+        fire = self.timeline.nth(after // US_PER_S, n, until // US_PER_S)
         return None if fire is None else (fire[0] * US_PER_S, fire[1])
 
 
@@ -84,6 +84,8 @@ def fires_between(
     """Fires in (after, until], ascending, at most `limit` (and at most the max_fires left)."""
     lo, hi = _lower(spec, after), _upper(spec, until)
     limit = _limit(spec, limit, fired_before)
+    if limit is None and hi == MAX_US:
+        raise ValueError("fires_between needs an upper bound or a limit")
     raw = timeline(spec).iter_after(lo)
     out = []
     for instant, rule in raw if limit is None else islice(raw, limit):
@@ -120,7 +122,8 @@ def nth_fire(spec: ScheduleSpec, after: datetime, n: int, fired_before: int = 0)
     remaining = _remaining(spec, fired_before)
     if remaining is not None and n > remaining:
         return None
-    found = timeline(spec).nth(_lower(spec, after), n)
-    if found is None or found[0] > _upper(spec, None):
+    upper = _upper(spec, None)
+    found = timeline(spec).nth(_lower(spec, after), n, upper)
+    if found is None or found[0] > upper:
         return None
     return Fire(from_us(found[0]), found[1])

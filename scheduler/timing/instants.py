@@ -43,10 +43,6 @@ def wall_seconds(value: datetime) -> int:
     return delta.days * 86_400 + delta.seconds
 
 
-def wall_from_seconds(seconds: int) -> datetime:
-    return NAIVE_EPOCH + timedelta(seconds=seconds)
-
-
 def truncate_ms(value: datetime) -> datetime:
     """Instants are kept at millisecond precision, the precision of occurrence ids."""
     return value.astimezone(UTC).replace(microsecond=value.microsecond // 1000 * 1000)

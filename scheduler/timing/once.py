@@ -48,6 +48,6 @@ class OnceTimeline:
     def count(self, after: int, until: int) -> int:
         return sum(1 for f in self.fires if after < f[0] <= until)
 
-    def nth(self, after: int, n: int) -> tuple[int, str | None] | None:
-        later = [f for f in self.fires if f[0] > after]
+    def nth(self, after: int, n: int, until: int) -> tuple[int, str | None] | None:
+        later = [f for f in self.fires if after < f[0] <= until]
         return later[n - 1] if len(later) >= n else None

@@ -49,6 +49,6 @@ class RateTimeline:
             return 0
         return max(0, (min(until, MAX_US) - self.anchor) // self.period - self._first_index(after) + 1)
 
-    def nth(self, after: int, n: int) -> tuple[int, str | None] | None:
+    def nth(self, after: int, n: int, until: int) -> tuple[int, str | None] | None:
         instant = self.anchor + (self._first_index(after) + n - 1) * self.period
-        return (instant, None) if instant <= MAX_US else None
+        return (instant, None) if instant <= min(until, MAX_US) else None

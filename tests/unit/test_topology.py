@@ -43,7 +43,7 @@ def run_cli(argv: list[str]) -> int:
 def test_layout_has_the_documented_topics(topology: Topology) -> None:
     assert set(topology.topics) == {
         "commands", "schedules", "timeline-changelog", "occurrence-status-changelog",
-        "command-results", "attempts", "occurrence-events", "tenants", "occurrences", "dead-letters",
+        "command-results", "attempts", "occurrence-events", "tenants", "occurrences", "schedule-view", "dead-letters",
     }
     assert topology.schedule_partitions == 8
     assert topology.priorities == ("high", "normal", "low")
@@ -63,6 +63,7 @@ def test_per_tenant_topic_names(topology: Topology) -> None:
         "sched.occurrences.acme.high",
         "sched.occurrences.acme.normal",
         "sched.occurrences.acme.low",
+        "sched.schedules.acme",
         "sched.dead-letters.acme",
     ]
 

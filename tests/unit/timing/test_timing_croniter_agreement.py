@@ -3,6 +3,7 @@
 Excluded: a restricted day-of-month together with `#`/`L` in day-of-week. We apply
 Vixie's OR there as for any two restricted day fields; croniter 5.x ANDs them
 (`0 0 L * TUE#5`) or gives up (`0 0 1 * FRI#2` raises "failed to find next date").
+Where croniter gives up otherwise, our fires are checked against the reference matcher.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import SpecError, parse_spec
+from timing_reference import cron_matches
 
 UTC = timezone.utc
 
@@ -39,5 +41,10 @@ def test_next_fires_agree_with_croniter_in_utc(minute, hour, dom, month, dow, st
         with pytest.raises(CroniterBadDateError):
             iterator.get_next(datetime)
         return
-    theirs = [iterator.get_next(datetime) for _ in range(8)]
-    assert [f.scheduled_for for f in next_fires(spec, start, 8)] == theirs
+    ours = [f.scheduled_for for f in next_fires(spec, start, 8)]
+    try:
+        theirs = [iterator.get_next(datetime) for _ in range(8)]
+    except CroniterBadDateError:  # croniter gives up on e.g. `* * 31 FEB MON-FRI` (Vixie: Feb weekdays)
+        assert ours and all(cron_matches(expression, u.replace(tzinfo=None)) for u in ours)
+        return
+    assert ours == theirs

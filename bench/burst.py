@@ -1,0 +1,591 @@
+"""The top-of-the-hour burst, shared by `bench/peak.py` (strict) and `bench/flex.py` (flexible window).
+
+One run: a broker (ours, or $KAFKA_BOOTSTRAP_SERVERS), a fresh topic prefix, one `scheduler run`
+child process, N one-shot schedules due at the same instant T (one large tenant, many small ones),
+a `read_committed` reader in its own process that stamps each occurrence when it becomes visible,
+and the raw transactional ceiling produced to the same topics in the same run. T is chosen after
+measuring the engine's create rate, so that everything is accepted (and, with the horizon passed to
+the engine, materialized) before T.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+from scheduler.admin import ensure_topics
+from scheduler.broker.local import LocalBroker, free_port
+from scheduler.client import SchedulerClient, make_spec
+from scheduler.codec import Codec
+from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.timing.jitter import available_at
+from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.topology import Topology
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+TOPOLOGY = Topology.load()
+PRIORITY = "HIGH"
+PAYLOAD = b'{"job": "bench", "n": 0}'
+LARGE = "big"
+CALIBRATION_TENANT = "calib"
+TXN_RECORDS = 20_000  # the engine's default dispatch_budget: one transaction per loop turn at full load
+# The header of each record the reader writes: seen_ms, kafka timestamp, topic index, value length.
+_FRAME = struct.Struct(">qqHI")
+
+
+# -- small helpers ----------------------------------------------------------------
+
+
+def rfc3339(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def progress(label: str, done: int, total: int, extra: str = "") -> None:
+    """A plain stderr bar: no dependency, readable in a log as the last line written."""
+    width = 30
+    filled = int(width * done / total) if total else width
+    sys.stderr.write(f"\r{label:<10} [{'#' * filled}{'.' * (width - filled)}] {done:>9,}/{total:,} {extra}\x1b[K")
+    sys.stderr.flush()
+
+
+def end_progress() -> None:
+    sys.stderr.write("\n")
+
+
+def percentile(ordered: list[int], q: float) -> int:
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0
+
+
+def owners(count: int, tenants: int, large_share: float) -> list[str]:
+    """Schedule n belongs to the large tenant, or round-robin to one of the small ones."""
+    small = [f"s{i:03d}" for i in range(tenants)]
+    large_count = int(count * large_share) if tenants else count
+    result = []
+    for n in range(count):
+        result.append(LARGE if n < large_count else small[(n - large_count) % len(small)])
+    return result
+
+
+def occurrence_topics(prefix: str, tenants: list[str]) -> list[str]:
+    return [TOPOLOGY.topic_name("occurrences", prefix, tenant=t, priority=p)
+            for t in tenants for p in TOPOLOGY.priorities]
+
+
+# -- the reader and the ceiling, each in its own process ---------------------------------
+
+
+def read_occurrences(bootstrap: str, topics: list[str], out_path: str, counter: Any, stop: Any) -> None:
+    """Append every committed record with the wall time it was received; decoding waits until later."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-reader-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "fetch.wait.max.ms": 20, "log_level": 3})
+    metadata = consumer.list_topics(timeout=30).topics
+    index = {name: i for i, name in enumerate(topics)}
+    consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in metadata[t].partitions])
+    pack = _FRAME.pack
+    with open(out_path, "wb") as out:
+        while not stop.is_set():
+            messages = consumer.consume(20_000, timeout=0.05)
+            seen = time.time_ns() // 1_000_000
+            chunks = []
+            for msg in messages:
+                if msg.error() is not None:
+                    continue
+                value = msg.value()
+                chunks.append(pack(seen, msg.timestamp()[1], index[msg.topic()], len(value)))
+                chunks.append(value)
+            if chunks:
+                out.write(b"".join(chunks))
+                with counter.get_lock():
+                    counter.value += len(chunks) // 2
+    consumer.close()
+
+
+def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], due_ms: int, window_ms: int,
+                    result: Any) -> None:
+    """The same number of same-size occurrence records, produced transactionally as fast as possible.
+
+    Producer settings are those of `SchedulerProcess` (scheduler/engine/runtime.py); records are encoded
+    before the clock starts, since the engine also encodes them ahead of time (at materialization)."""
+    codec = Codec.default()
+    scheduled_for = datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc)
+    records = []
+    n = 0
+    for tenant, count in plan:
+        topic = TOPOLOGY.topic_name("occurrences", prefix, tenant=tenant, priority=PRIORITY.lower())
+        for _ in range(count):
+            sid = f"ceil-{n:07d}"
+            oid = occurrence_id(sid, 1, scheduled_for)
+            avail = available_at(oid, scheduled_for, timedelta(milliseconds=window_ms))
+            body = codec.encode("Occurrence", {
+                "occurrence_id": oid, "schedule_id": sid, "tenant": tenant, "schedule_version": 1,
+                "scheduled_for_ms": due_ms, "available_at_ms": int(avail.timestamp() * 1000),
+                "priority": PRIORITY, "payload": PAYLOAD, "attempt": 1, "dst_rule": None, "catch_up": False})
+            records.append((topic, sid.encode(), body))
+            n += 1
+    producer = Producer({
+        "bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF,
+        "transactional.id": f"{prefix}.ceiling.{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": 10_000,
+        "linger.ms": 5, "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
+        "compression.type": "lz4", "log_level": 3,
+    })
+    producer.init_transactions(30)
+    produce = producer.produce
+    started = time.perf_counter()
+    commits = []
+    for first in range(0, len(records), TXN_RECORDS):
+        producer.begin_transaction()
+        for topic, key, value in records[first:first + TXN_RECORDS]:
+            produce(topic, value, key)
+        producer.poll(0)
+        producer.flush(60)
+        producer.commit_transaction()
+        commits.append(time.perf_counter() - started)
+    result.put({"records": len(records), "seconds": time.perf_counter() - started, "commits": commits,
+                "value_bytes": sum(len(r[2]) for r in records) / max(1, len(records))})
+
+
+# -- the run --------------------------------------------------------------------------------
+
+
+@dataclass
+class BurstConfig:
+    name: str
+    count: int
+    tenants: int
+    large_share: float
+    window_ms: int
+    bootstrap: str | None
+    lead_s: float | None
+    margin_s: float
+    profile: bool
+    extra_engine_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Arrival:
+    occurrence_id: str
+    tenant: str
+    scheduled_for_ms: int
+    available_at_ms: int
+    timestamp_ms: int
+    seen_ms: int
+
+
+class Engine:
+    """`scheduler run` as a child process, with its log next to the other run files."""
+
+    def __init__(self, bootstrap: str, prefix: str, workdir: Path, args: list[str]) -> None:
+        self.log_path = workdir / "engine.log"
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scheduler", "run", "--instance-id", "bench", "--state-dir",
+             str(workdir / "state"), *args],
+            cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
+
+    def wait_assigned(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"engine exited early:\n{self.tail()}")
+            if "assigned partitions" in self.log_path.read_text(errors="replace"):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"engine got no partitions in {timeout}s:\n{self.tail()}")
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def create_all(client: SchedulerClient, plan: list[tuple[str, str]], due_ms: int, window_ms: int,
+               label: str) -> float:
+    """Send CREATE for every (schedule_id, tenant) and wait until all are ACCEPTED; returns the seconds taken."""
+    spec = make_spec("once", rfc3339(due_ms), priority=PRIORITY, flexible_window_ms=window_ms, payload=PAYLOAD)
+    started = time.monotonic()
+    ids = []
+    total = len(plan)
+    for n, (sid, tenant) in enumerate(plan):
+        ids.append(client.send("CREATE", sid, tenant, spec=spec))
+        if n % 5000 == 0:
+            progress(label, n, total, "sent")
+    chunk = 10_000
+    for first in range(0, total, chunk):
+        results = client.wait(ids[first:first + chunk], timeout_s=600)
+        rejected = [r for r in results.values() if r["status"] != "ACCEPTED"]
+        if rejected:
+            raise RuntimeError(f"{len(rejected)} creates rejected, e.g. {rejected[0]}")
+        progress(label, min(total, first + chunk), total,
+                 f"accepted, {(first + chunk) / (time.monotonic() - started):,.0f}/s")
+    end_progress()
+    return time.monotonic() - started
+
+
+def decode_arrivals(path: Path, topics: list[str]) -> tuple[list[Arrival], Counter[str]]:
+    codec = Codec.default()
+    arrivals = []
+    per_topic: Counter[str] = Counter()
+    data = path.read_bytes()
+    pos = 0
+    size = _FRAME.size
+    while pos < len(data):
+        seen, ts, topic_index, length = _FRAME.unpack_from(data, pos)
+        pos += size
+        record = codec.decode("Occurrence", data[pos:pos + length])
+        pos += length
+        per_topic[topics[topic_index]] += 1
+        arrivals.append(Arrival(record["occurrence_id"], record["tenant"], record["scheduled_for_ms"],
+                                record["available_at_ms"], ts, seen))
+    return arrivals, per_topic
+
+
+def run(config: BurstConfig) -> Path:
+    workdir = Path(tempfile.mkdtemp(prefix=f"bench-{config.name}-"))
+    broker = None
+    bootstrap = config.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        broker = LocalBroker(workdir / "kafka", port=free_port(), controller_port=free_port())
+        print(f"starting a local broker in {workdir / 'kafka'}", file=sys.stderr)
+        bootstrap = broker.start()
+    engine = None
+    profiler = None
+    try:
+        prefix = f"{config.name}{uuid.uuid4().hex[:6]}"
+        schedule_owner = owners(config.count, config.tenants, config.large_share)
+        tenants = list(dict.fromkeys([LARGE, *sorted(set(schedule_owner))]))
+        started = time.monotonic()
+        ensure_topics(bootstrap, TOPOLOGY, prefix, tenants=[*tenants, CALIBRATION_TENANT], timeout=120)
+        print(f"topics for {len(tenants)} tenants created in {time.monotonic() - started:.1f}s "
+              f"(prefix {prefix})", file=sys.stderr)
+        # Until T is known, the horizon must already cover it: the lead is not known yet, so be generous.
+        horizon_s = max(3600.0, (config.lead_s or 0) + config.window_ms / 1000 + 600)
+        engine_args = ["--horizon", str(horizon_s), *config.extra_engine_args]
+        engine = Engine(bootstrap, prefix, workdir, engine_args)
+        engine.wait_assigned()
+
+        ctx = mp.get_context("spawn")
+        topics = occurrence_topics(prefix, tenants)
+        counter = ctx.Value("q", 0)
+        stop = ctx.Event()
+        arrivals_path = workdir / "arrivals.bin"
+        reader = ctx.Process(target=read_occurrences, args=(bootstrap, topics, str(arrivals_path), counter, stop))
+        reader.start()
+
+        with SchedulerClient(bootstrap, prefix, timeout_s=600) as client:
+            lead_s = config.lead_s
+            calibration_rate = None
+            if lead_s is None:
+                k = min(5000, max(500, config.count // 20))
+                far = (math.ceil(time.time()) + 30 * 86400) * 1000  # beyond the horizon: stays an idle schedule
+                seconds = create_all(client, [(f"cal-{n:06d}", CALIBRATION_TENANT) for n in range(k)], far, 0,
+                                     "calibrate")
+                calibration_rate = k / seconds
+                lead_s = config.count / calibration_rate * 1.3 + config.margin_s
+            due_ms = (math.ceil(time.time() + lead_s)) * 1000
+            print(f"T = {rfc3339(due_ms)} (in {lead_s:.0f}s"
+                  + (f", calibrated create rate {calibration_rate:,.0f}/s)" if calibration_rate else ")"),
+                  file=sys.stderr)
+            plan = [(f"{config.name}-{n:07d}", tenant) for n, tenant in enumerate(schedule_owner)]
+            load_s = create_all(client, plan, due_ms, config.window_ms, "create")
+        loaded_ms = now_ms()
+        if loaded_ms > due_ms - 1000:
+            raise RuntimeError(f"loading ended {loaded_ms - due_ms} ms after T-1s: pass a larger --lead")
+        scheduled_for = datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc)
+        window = timedelta(milliseconds=config.window_ms)
+        expected: dict[str, tuple[str, int]] = {}
+        for sid, tenant in plan:
+            oid = occurrence_id(sid, 1, scheduled_for)
+            expected[oid] = (tenant, int(available_at(oid, scheduled_for, window).timestamp() * 1000))
+
+        span_s = config.window_ms / 1000
+        if config.profile:
+            duration = int(max(5, (due_ms - now_ms()) / 1000 + span_s + 10 + config.count / 20_000))
+            profiler = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(engine.proc.pid), "--rate", "50", "--format", "raw",
+                 "--duration", str(duration), "-o", str(workdir / "profile.txt")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = due_ms / 1000 + span_s + max(120.0, config.count / 2000)
+        while counter.value < config.count and time.time() < deadline:
+            until_t = due_ms / 1000 - time.time()
+            note = f"T{'-' if until_t > 0 else '+'}{abs(until_t):.1f}s"
+            progress("dispatch", min(counter.value, config.count), config.count, note)
+            time.sleep(0.2)
+        time.sleep(2.0)  # anything beyond the expected set (duplicates, strays) still gets a chance to show
+        progress("dispatch", min(counter.value, config.count), config.count, "done")
+        end_progress()
+        stop.set()
+        reader.join(30)
+
+        print("ceiling: producing the same records transactionally ...", file=sys.stderr)
+        ceiling_plan = list(Counter(schedule_owner).items())
+        queue = ctx.Queue()
+        ceiling = ctx.Process(target=produce_ceiling,
+                              args=(bootstrap, prefix, ceiling_plan, due_ms, config.window_ms, queue))
+        ceiling.start()
+        ceiling_result = queue.get(timeout=1800)
+        ceiling.join(30)
+        if profiler is not None:
+            profiler.wait(600)
+
+        arrivals, per_topic = decode_arrivals(arrivals_path, topics)
+        report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, arrivals,
+                         per_topic, ceiling_result, workdir / "profile.txt" if config.profile else None,
+                         engine_args)
+        return report
+    finally:
+        if profiler is not None and profiler.poll() is None:
+            profiler.terminate()
+        if engine is not None:
+            engine.stop()
+        if broker is not None:
+            broker.stop()
+        if os.environ.get("BENCH_KEEP_WORKDIR"):
+            print(f"kept {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+# -- analysis and report ------------------------------------------------------------
+
+
+def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_s: float,
+            calibration_rate: float | None, expected: dict[str, tuple[str, int]], arrivals: list[Arrival],
+            per_topic: Counter[str], ceiling: dict[str, Any], profile_path: Path | None,
+            engine_args: list[str]) -> Path:
+    first_seen: dict[str, Arrival] = {}
+    duplicates = 0
+    for a in arrivals:
+        if a.occurrence_id in first_seen:
+            duplicates += 1
+        else:
+            first_seen[a.occurrence_id] = a
+    missing = expected.keys() - first_seen.keys()
+    unexpected = first_seen.keys() - expected.keys()
+    wrong_tenant = sum(1 for oid, a in first_seen.items() if oid in expected and expected[oid][0] != a.tenant)
+    ok = [a for oid, a in first_seen.items() if oid in expected]
+    early = sum(1 for a in ok if a.timestamp_ms < expected[a.occurrence_id][1])
+    # Lag from the instant the occurrence was due: scheduled_for for strict, available_at for flexible.
+    seen_lag = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok)
+    enq_lag = sorted(a.timestamp_ms - expected[a.occurrence_id][1] for a in ok)
+    large = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok if a.tenant == LARGE)
+    small = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok if a.tenant != LARGE)
+    last_seen = max((a.seen_ms for a in ok), default=due_ms)
+    dispatch_s = max(0.001, (last_seen - due_ms) / 1000)
+    engine_rate = len(ok) / dispatch_s
+    ceiling_rate = ceiling["records"] / ceiling["seconds"]
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stem = f"{config.name}-{config.count}"
+    plots = plot(stem, config, due_ms, ok, expected)
+    lines = [
+        f"# bench/{config.name}: {config.count:,} one-shot schedules due at the same instant",
+        "",
+        f"Run at {rfc3339(now_ms())} on {os.cpu_count()} cores (broker, engine, reader and loader on the same machine).",
+        "",
+        "Command: `" + " ".join(["python", f"bench/{config.name}.py", *sys.argv[1:]]) + "`",
+        "",
+        f"- schedules: {config.count:,}, tenant `{LARGE}` holds {sum(1 for v in expected.values() if v[0] == LARGE):,}, "
+        f"{config.tenants} small tenants share the rest; priority {PRIORITY}; "
+        f"flexible window {config.window_ms} ms; prefix `{prefix}`",
+        f"- engine: one `scheduler run {' '.join(engine_args)}` process",
+        f"- creates: {config.count:,} accepted in {load_s:.1f}s ({config.count / load_s:,.0f}/s end to end)"
+        + (f"; calibrated create rate beforehand {calibration_rate:,.0f}/s" if calibration_rate else ""),
+        f"- T = {rfc3339(due_ms)}; loading finished {(due_ms - loaded_ms) / 1000:.1f}s before T",
+        "",
+        "## Completeness",
+        "",
+        f"- expected occurrence ids: {len(expected):,}; arrived: {len(ok):,}; missing: {len(missing):,}; "
+        f"unexpected ids: {len(unexpected):,}; duplicates: {duplicates:,}; in the wrong tenant: {wrong_tenant:,}",
+        f"- enqueued before their due instant (`kafka timestamp < {'available_at' if config.window_ms else 'scheduled_for'}`): {early:,}",
+        f"- records per topic: {len(per_topic)} topics, min {min(per_topic.values(), default=0):,}, "
+        f"max {max(per_topic.values(), default=0):,}",
+        "",
+        "## Lag (ms), `seen_at - " + ("available_at" if config.window_ms else "scheduled_for") + "`",
+        "",
+        "`seen_at` is when the `read_committed` reader (its own process) received the record, so the",
+        "figure includes the transaction commit; `enqueued` is the record's Kafka timestamp (set when the",
+        "engine produced it).",
+        "",
+        "| measure | count | p50 | p95 | p99 | max |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, values in (("seen (all)", seen_lag), ("enqueued (all)", enq_lag),
+                          (f"seen, large tenant `{LARGE}`", large), ("seen, small tenants", small)):
+        lines.append(f"| {label} | {len(values):,} | {percentile(values, 0.5):,} | {percentile(values, 0.95):,} | "
+                     f"{percentile(values, 0.99):,} | {values[-1] if values else 0:,} |")
+    p99 = percentile(seen_lag, 0.99)
+    ratio = engine_rate / ceiling_rate
+    lines += [
+        "",
+        "## Dispatch rate and the transactional ceiling",
+        "",
+        f"- engine: {len(ok):,} occurrences visible {dispatch_s:.2f}s after T: **{engine_rate:,.0f}/s**",
+        f"- ceiling (one process, same producer settings as the engine, {TXN_RECORDS:,} records per transaction, "
+        f"same topics, {ceiling['value_bytes']:.0f}-byte values): {ceiling['records']:,} in {ceiling['seconds']:.2f}s: "
+        f"**{ceiling_rate:,.0f}/s**",
+        f"- ratio engine / ceiling: **{ratio:.2f}**",
+        "- note: per occurrence the engine also writes a timeline-changelog tombstone in the same transaction,",
+        "  so it moves twice the records of the ceiling.",
+        "",
+    ]
+    if not config.window_ms:
+        small_ok = percentile(small, 0.99) <= max(percentile(large, 0.99), 1)
+        lines += [
+            "## Targets",
+            "",
+            f"- p99 <= 5 s: **{'met' if p99 <= 5000 else 'NOT met'}** ({p99:,} ms)",
+            f"- every occurrence present, none else: **{'met' if not missing and not unexpected else 'NOT met'}**",
+            f"- small tenants' p99 no worse than the large tenant's: **{'met' if small_ok else 'NOT met'}**",
+            f"- dispatch rate >= 0.5 x ceiling: **{'met' if ratio >= 0.5 else 'NOT met'}** ({ratio:.2f})",
+            "",
+        ]
+    else:
+        lines += flex_section(due_ms, config.window_ms, ok, expected)
+    lines += ["## Dispatch over time", "", "| second after T | occurrences visible |", "|---:|---:|"]
+    per_second = Counter((a.seen_ms - due_ms) // 1000 for a in ok)
+    shown = sorted(per_second.items())
+    if len(shown) > 40:
+        shown = shown[:20] + [(None, None)] + shown[-10:]
+    for second, n in shown:
+        lines.append("| ... | ... |" if second is None else f"| {second} | {n:,} |")
+    lines += ["", "Plots (not kept in git): " + ", ".join(f"`bench/results/{p.name}`" for p in plots), ""]
+    if profile_path is not None:
+        lines += profile_section(profile_path)
+    path = RESULTS / f"{stem}.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def flex_section(due_ms: int, window_ms: int, ok: list[Arrival], expected: dict[str, tuple[str, int]]) -> list[str]:
+    seconds = window_ms // 1000
+    planned = Counter((expected[a.occurrence_id][1] - due_ms) // 1000 for a in ok)
+    actual = Counter((a.timestamp_ms - due_ms) // 1000 for a in ok)
+    counts = [actual.get(s, 0) for s in range(seconds)]
+    mean = sum(counts) / max(1, len(counts))
+    sd = math.sqrt(sum((c - mean) ** 2 for c in counts) / max(1, len(counts)))
+    wrong_slot = sum(1 for a in ok if a.available_at_ms != expected[a.occurrence_id][1])
+    late_second = sum(1 for a in ok if a.timestamp_ms - expected[a.occurrence_id][1] >= 1000)
+    return [
+        "## Flatness over the window",
+        "",
+        f"- enqueued per second over the {seconds}s window: mean {mean:,.0f}, sd {sd:,.0f} "
+        f"(cv {sd / mean if mean else 0:.3f}), min {min(counts, default=0):,}, max {max(counts, default=0):,}",
+        f"- the deterministic plan (`available_at` per occurrence) per second: min {min(planned.values(), default=0):,}, "
+        f"max {max(planned.values(), default=0):,}",
+        f"- occurrences whose record's `available_at_ms` differs from `scheduler.timing.jitter.available_at`: {wrong_slot:,}",
+        f"- occurrences enqueued 1 s or more after their `available_at`: {late_second:,}",
+        "",
+    ]
+
+
+def profile_section(path: Path, top: int = 15) -> list[str]:
+    """Summarise py-spy's collapsed stacks: inclusive and self share of samples per function."""
+    if not path.exists():
+        return ["## Profile", "", "py-spy wrote no profile.", ""]
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or not n.isdigit():
+            continue
+        count = int(n)
+        total += count
+        frames = [f.split(" (")[0] + " (" + f.split(" (")[-1].split(":")[0].split("/")[-1] + ")"
+                  for f in stack.split(";")]
+        for frame in set(frames):
+            inclusive[frame] += count
+        own[frames[-1]] += count
+    lines = ["## Profile of the engine during dispatch (py-spy, 50 Hz, all threads)", "",
+             f"{total:,} samples. Inclusive share (the function or something it calls was on the stack):", "",
+             "| function | inclusive | self |", "|---|---:|---:|"]
+    for frame, n in inclusive.most_common(top * 2)[:top * 2]:
+        lines.append(f"| `{frame}` | {100 * n / total:.1f}% | {100 * own.get(frame, 0) / total:.1f}% |")
+    lines += ["", "Top self time:", "", "| function | self |", "|---|---:|"]
+    for frame, n in own.most_common(top):
+        lines.append(f"| `{frame}` | {100 * n / total:.1f}% |")
+    return lines + [""]
+
+
+def plot(stem: str, config: BurstConfig, due_ms: int, ok: list[Arrival],
+         expected: dict[str, tuple[str, int]]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    lags = defaultdict(list)
+    for a in ok:
+        lags[LARGE if a.tenant == LARGE else "small tenants"].append((a.seen_ms - expected[a.occurrence_id][1]) / 1000)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, values in lags.items():
+        values.sort()
+        ax.plot(values, [i / len(values) for i in range(len(values))], label=label)
+    ax.set_xlabel("seen_at - due instant (s)")
+    ax.set_ylabel("fraction of occurrences")
+    ax.set_title(f"{config.name}: lag distribution ({len(ok):,} occurrences)")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    paths.append(RESULTS / f"{stem}-lag.png")
+    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+    bin_ms = 1000 if config.window_ms else 100
+    seen = Counter((a.seen_ms - due_ms) // bin_ms for a in ok)
+    enq = Counter((a.timestamp_ms - due_ms) // bin_ms for a in ok)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, counts in (("visible (read_committed)", seen), ("enqueued (record timestamp)", enq)):
+        xs = sorted(counts)
+        ax.step([x * bin_ms / 1000 for x in xs], [counts[x] * 1000 / bin_ms for x in xs], where="post", label=label)
+    ax.set_xlabel("seconds after T")
+    ax.set_ylabel("occurrences / s")
+    ax.set_title(f"{config.name}: dispatch rate per {bin_ms} ms")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    paths.append(RESULTS / f"{stem}-rate.png")
+    fig.savefig(paths[-1], dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def parser(description: str, default_count: int) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--count", type=int, default=default_count, help="schedules due at the same instant")
+    p.add_argument("--tenants", type=int, default=100, help="small tenants sharing the rest")
+    p.add_argument("--large-share", type=float, default=0.8, help="fraction held by the one large tenant")
+    p.add_argument("--bootstrap", help="use this broker (default $KAFKA_BOOTSTRAP_SERVERS, else start one)")
+    p.add_argument("--lead", type=float, help="seconds from the start of loading to T (default: calibrated)")
+    p.add_argument("--margin", type=float, default=20.0, help="seconds added to the calibrated lead")
+    p.add_argument("--profile", action="store_true", help="py-spy the engine during dispatch")
+    p.add_argument("--engine-arg", action="append", default=[], help="extra `scheduler run` argument (repeatable)")
+    return p

@@ -1,0 +1,147 @@
+"""What the API promises about update, cancel, pause and resume, and about bad input, on the real broker."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+from scheduler.client import SchedulerClient, make_spec
+from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+
+TENANT = "acme"
+
+
+def every_second(**fields):
+    anchor_ms = math.floor(time.time()) * 1000
+    return make_spec("rate", "every 1s", anchor_at_ms=anchor_ms, **fields)
+
+
+@pytest.fixture
+def env(kafka_bootstrap, unique_prefix, tmp_path):
+    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
+    process = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a",
+                               ("--horizon", "5")).start()
+    client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60)
+    occurrences = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, [TENANT]), "Occurrence")
+    events = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("occurrence-events", unique_prefix)],
+                         "OccurrenceEvent")
+    yield process, client, occurrences, events
+    for closeable in (client, occurrences, events):
+        closeable.close()
+    if process.alive():
+        process.terminate()
+
+
+def of(received, schedule_id):
+    return [r for r in received if r.record["schedule_id"] == schedule_id]
+
+
+def test_after_an_accepted_update_no_occurrence_of_the_old_version_is_dispatched(env):
+    process, client, occurrences, events = env
+    client.create(TENANT, every_second(), schedule_id="upd")
+    occurrences.until(lambda got: len(of(got, "upd")) >= 2, timeout=30)
+    accepted = client.update(TENANT, "upd", every_second(payload=b"v2"), expected_version=1)
+    assert accepted["version"] == 2
+    occurrences.poll(4)
+    mine = of(occurrences.received, "upd")
+    old = [r for r in mine if r.record["schedule_version"] == 1]
+    new = [r for r in mine if r.record["schedule_version"] == 2]
+    assert old and new, process.log_tail()
+    assert max(r.timestamp_ms for r in old) <= accepted["processed_at_ms"]
+    assert all(r.record["payload"] == b"v2" for r in new)
+    invalidated = {e.record["occurrence_id"] for e in of(events.poll(1), "upd") if e.record["kind"] == "INVALIDATED"}
+    assert invalidated, "the horizon held v1 entries: they must be reported invalidated"
+    assert not invalidated & {r.record["occurrence_id"] for r in mine}
+
+
+def test_a_stale_expected_version_is_rejected_and_changes_nothing(env):
+    _, client, _, _ = env
+    client.create(TENANT, every_second(), schedule_id="cas")
+    with pytest.raises(Exception) as raised:
+        client.update(TENANT, "cas", every_second(), expected_version=5)
+    assert raised.value.reason == "VERSION_CONFLICT"
+    assert client.pause(TENANT, "cas")["version"] == 2
+
+
+def test_after_an_accepted_cancel_nothing_more_is_dispatched(env):
+    process, client, occurrences, events = env
+    client.create(TENANT, every_second(), schedule_id="can")
+    occurrences.until(lambda got: len(of(got, "can")) >= 2, timeout=30)
+    accepted = client.cancel(TENANT, "can")
+    occurrences.poll(4)
+    mine = of(occurrences.received, "can")
+    assert max(r.timestamp_ms for r in mine) <= accepted["processed_at_ms"], process.log_tail()
+    kinds = {e.record["kind"] for e in of(events.poll(1), "can")}
+    assert "CANCELED" in kinds
+    with pytest.raises(Exception) as raised:
+        client.resume(TENANT, "can")
+    assert raised.value.reason == "INVALID_STATE"
+
+
+def test_pause_dispatches_nothing_and_resume_accounts_for_every_skipped_fire(env):
+    process, client, occurrences, events = env
+    spec = every_second()
+    client.create(TENANT, spec, schedule_id="pz")
+    occurrences.until(lambda got: len(of(got, "pz")) >= 2, timeout=30)
+    paused = client.pause(TENANT, "pz")
+    time.sleep(6)
+    resumed = client.resume(TENANT, "pz")
+    occurrences.poll(4)
+    mine = of(occurrences.received, "pz")
+    during = [r for r in mine if paused["processed_at_ms"] < r.timestamp_ms < resumed["processed_at_ms"]]
+    assert not during, "a paused schedule dispatched"
+    assert any(r.record["schedule_version"] == 3 for r in mine), process.log_tail()
+
+    skipped = [e.record for e in of(events.poll(1), "pz") if e.record["kind"] == "SKIPPED_PAUSED"]
+    dispatched = {r.record["scheduled_for_ms"] for r in mine}
+    first = min(dispatched)
+    last = max(dispatched)
+    for instant in range(first, last + 1, 1000):
+        covered = instant in dispatched or any(
+            e["scheduled_for_ms"] == instant
+            or (e["range_first_ms"] is not None and e["range_first_ms"] <= instant <= e["range_last_ms"])
+            for e in skipped)
+        assert covered, f"fire at {instant} neither dispatched nor recorded as skipped"
+
+
+def test_malformed_commands_are_rejected_with_their_position_and_processing_goes_on(env, kafka_bootstrap,
+                                                                                    unique_prefix):
+    _, client, _, _ = env
+    commands = TOPOLOGY.topic_name("commands", unique_prefix)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, **PRODUCER_PARTITIONER_CONF})
+    delivered = []
+    producer.produce(commands, b"\x00not avro", b"bad-1", on_delivery=lambda err, msg: delivered.append(msg))
+    producer.flush(10)
+    created = client.create(TENANT, every_second(), schedule_id="after-bad")
+    assert created["status"] == "ACCEPTED"
+    results = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("command-results", unique_prefix)],
+                          "CommandResult")
+    try:
+        found = results.until(lambda got: any(r.record["schedule_id"] == "bad-1" for r in got), timeout=20)
+    finally:
+        results.close()
+    rejected = [r.record for r in found if r.record["schedule_id"] == "bad-1"]
+    assert len(rejected) == 1
+    assert rejected[0]["status"] == "REJECTED" and rejected[0]["reason"] == "MALFORMED_RECORD"
+    msg = delivered[0]
+    assert rejected[0]["source"] == f"{commands}/{msg.partition()}/{msg.offset()}"
+
+
+def test_the_engine_rejects_bad_specs_from_producers_that_skip_local_validation(env, kafka_bootstrap,
+                                                                                 unique_prefix):
+    _, client, _, _ = env
+    commands = TOPOLOGY.topic_name("commands", unique_prefix)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, **PRODUCER_PARTITIONER_CONF})
+    cases = {"zone": make_spec("cron", "0 * * * *", "Mars/Base"), "cron": make_spec("cron", "61 * * * *")}
+    for name, spec in cases.items():
+        command = {"command_id": f"raw-{name}", "type": "CREATE", "schedule_id": f"raw-{name}", "tenant": TENANT,
+                   "idempotency_key": None, "expected_version": None, "spec": spec, "occurrence_id": None,
+                   "issued_at_ms": int(time.time() * 1000)}
+        producer.produce(commands, client.codec.encode("Command", command), f"raw-{name}".encode())
+    producer.flush(10)
+    results = client.wait(["raw-zone", "raw-cron"])
+    assert results["raw-zone"]["reason"] == "UNKNOWN_ZONE" and "time_zone" in results["raw-zone"]["message"]
+    assert results["raw-cron"]["reason"] == "INVALID_SPEC" and "expression" in results["raw-cron"]["message"]
