@@ -162,6 +162,7 @@ def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], du
         producer.flush(60)
         producer.commit_transaction()
         commits.append(time.perf_counter() - started)
+    producer.flush(10)
     result.put({"records": len(records), "seconds": time.perf_counter() - started, "commits": commits,
                 "value_bytes": sum(len(r[2]) for r in records) / max(1, len(records))})
 
@@ -278,6 +279,8 @@ def run(config: BurstConfig) -> Path:
         bootstrap = broker.start()
     engine = None
     profiler = None
+    reader = None
+    stop = None
     try:
         prefix = f"{config.name}{uuid.uuid4().hex[:6]}"
         schedule_owner = owners(config.count, config.tenants, config.large_share)
@@ -297,18 +300,20 @@ def run(config: BurstConfig) -> Path:
         counter = ctx.Value("q", 0)
         stop = ctx.Event()
         arrivals_path = workdir / "arrivals.bin"
-        reader = ctx.Process(target=read_occurrences, args=(bootstrap, topics, str(arrivals_path), counter, stop))
+        reader = ctx.Process(target=read_occurrences, args=(bootstrap, topics, str(arrivals_path), counter, stop),
+                             daemon=True)
         reader.start()
 
         with SchedulerClient(bootstrap, prefix, timeout_s=600) as client:
             lead_s = config.lead_s
             calibration_rate = None
             if lead_s is None:
-                k = min(5000, max(500, config.count // 20))
-                far = (math.ceil(time.time()) + 30 * 86400) * 1000  # beyond the horizon: stays an idle schedule
-                seconds = create_all(client, [(f"cal-{n:06d}", CALIBRATION_TENANT) for n in range(k)], far, 0,
-                                     "calibrate")
-                calibration_rate = k / seconds
+                # A warm-up round, then a measured one; both stay as idle schedules (due beyond the horizon).
+                far = (math.ceil(time.time()) + 30 * 86400) * 1000
+                k = min(10_000, max(2000, config.count // 20))
+                calibration = [(f"cal-{n:06d}", CALIBRATION_TENANT) for n in range(k + k // 4)]
+                create_all(client, calibration[:k // 4], far, 0, "warm-up")
+                calibration_rate = k / create_all(client, calibration[k // 4:], far, 0, "calibrate")
                 lead_s = config.count / calibration_rate * 1.3 + config.margin_s
             due_ms = (math.ceil(time.time() + lead_s)) * 1000
             print(f"T = {rfc3339(due_ms)} (in {lead_s:.0f}s"
@@ -330,7 +335,7 @@ def run(config: BurstConfig) -> Path:
         if config.profile:
             duration = int(max(5, (due_ms - now_ms()) / 1000 + span_s + 10 + config.count / 20_000))
             profiler = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(engine.proc.pid), "--rate", "50", "--format", "raw",
+                [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(engine.proc.pid), "--rate", "50", "--format", "raw",
                  "--duration", str(duration), "-o", str(workdir / "profile.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = due_ms / 1000 + span_s + max(120.0, config.count / 2000)
@@ -362,6 +367,9 @@ def run(config: BurstConfig) -> Path:
                          engine_args)
         return report
     finally:
+        if reader is not None and stop is not None:
+            stop.set()
+            reader.join(30)
         if profiler is not None and profiler.poll() is None:
             profiler.terminate()
         if engine is not None:

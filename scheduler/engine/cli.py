@@ -22,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--tenant-rate", action="append", default=[], metavar="TENANT=RATE",
                      help="per-tenant dispatch rate limit override (repeatable)")
     run.add_argument("--catch-up-rate", type=float, default=100.0, help="per-tenant catch-up rate (occurrences/s)")
+    run.add_argument("--metrics-port", type=int, default=0,
+                     help="serve Prometheus metrics on this port at /metrics (0: disabled)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -46,6 +48,10 @@ def _run(args: argparse.Namespace) -> int:
         catch_up_rate_per_s=args.catch_up_rate,
     )
     process = SchedulerProcess(config)
+    if args.metrics_port:
+        from scheduler.metrics import serve
+
+        serve(args.metrics_port, process.metrics.registry)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         process.stop()

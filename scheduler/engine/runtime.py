@@ -25,6 +25,7 @@ from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.task import SchedulerTask, TaskTopics
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.topology import Topology
 
@@ -49,9 +50,11 @@ class EngineConfig:
 
 
 class SchedulerProcess:
-    def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.time,
+                 metrics: EngineMetrics | None = None) -> None:
         self.config = config
         self.clock = clock
+        self.metrics = metrics if metrics is not None else EngineMetrics()
         self.topology = Topology.load()
         self.codec = Codec.default()
         prefix = config.prefix
@@ -134,11 +137,15 @@ class SchedulerProcess:
         for tp in partitions:
             path = self.config.state_dir / self.config.prefix / f"p{tp.partition}"
             store = PartitionStore(path)
-            restore_partition(store, self._common, {"schedules": self.topics.schedules,
-                                                    "timeline": self.topics.timeline}, tp.partition, self.codec)
+            with self.metrics.restore():
+                applied = restore_partition(store, self._common, {"schedules": self.topics.schedules,
+                                                                  "timeline": self.topics.timeline},
+                                            tp.partition, self.codec)
+            self.metrics.restored(applied)
             self.tasks[tp.partition] = SchedulerTask(
                 tp.partition, store, self.topics, self.codec, self._tenant_topic,
                 self.config.horizon_ms, self._ensure_tenant)
+        self.metrics.assigned([tp.partition for tp in partitions], len(self.tasks))
         log.info("assigned partitions %s", sorted(tp.partition for tp in partitions))
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -146,6 +153,7 @@ class SchedulerProcess:
             task = self.tasks.pop(tp.partition, None)
             if task is not None:
                 task.store.close()
+        self.metrics.revoked([tp.partition for tp in partitions], len(self.tasks))
         log.info("revoked partitions %s", sorted(tp.partition for tp in partitions))
 
     def _tenant_topic(self, key: str, tenant: str, priority: str | None) -> str:
@@ -185,20 +193,31 @@ class SchedulerProcess:
                 self.producer.send_offsets_to_transaction(
                     [TopicPartition(self.topics.commands, p, o) for p, o in next_offsets.items()],
                     self.consumer.consumer_group_metadata())
+            committing = time.perf_counter()
             self._commit()
+            commit_seconds = time.perf_counter() - committing
         except KafkaException as exc:
             error = exc.args[0]
             if not error.txn_requires_abort():
                 raise
             log.warning("aborting transaction: %s", error)
             self.producer.abort_transaction()
+            self.metrics.aborted()
             for task in self.tasks.values():
                 task.reset()
             for partition, offset in first_offsets.items():
                 self.consumer.seek(TopicPartition(self.topics.commands, partition, offset))
             return
+        self.metrics.committed(int(self.clock() * 1000), commit_seconds, self._committed_events())
         for partition, task in self.tasks.items():
             task.committed(changelog_offsets.get(partition, {}))
+        self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
+
+    def _committed_events(self) -> list[dict[str, Any]]:
+        """The occurrence events of the committed transaction, for the metrics (they are rare)."""
+        topic = self.topics.occurrence_events
+        return [self.codec.decode("OccurrenceEvent", value) for task in self.tasks.values()
+                for out_topic, _, value, _ in task.outbox if out_topic == topic and value is not None]
 
     def _commit(self, attempts: int = 3) -> None:
         for attempt in range(attempts):
@@ -248,8 +267,10 @@ class SchedulerProcess:
 
     def _select(self, lane: bytes, now_ms: int, budget: int, limits: RateLimits) -> int:
         candidates = []
+        due_seen: dict[int, int] = {}
         for task in self.tasks.values():
             late: set[str] = set()
+            before = len(candidates)
             for n, (key, entry) in enumerate(task.due(lane, now_ms)):
                 if n >= budget:
                     break
@@ -259,9 +280,12 @@ class SchedulerProcess:
                     candidates.append((entry.tenant, (task, key, entry)))
             for schedule_id in late:
                 task.replan_late(schedule_id, now_ms)
+            due_seen[task.partition] = len(candidates) - before
         if not candidates:
+            self.metrics.selected(lane, now_ms, [], due_seen, {})
             return 0
         selection = interleave(candidates, budget, limits, now_ms)
+        self.metrics.selected(lane, now_ms, selection.chosen, due_seen, selection.held_back)
         for tenant, count in selection.held_back.items():
             self.held_back[tenant] = self.held_back.get(tenant, 0) + count
         for task, key, entry in selection.chosen:

@@ -67,3 +67,38 @@ def test_ten_thousand_one_shots_due_in_the_same_second_all_arrive(kafka_bootstra
                "rate_per_s": round(len(received) / max(span_s, 0.001))}
     record_property("burst_lag", summary)
     print(f"\n10k burst: {summary}")
+
+
+@pytest.fixture
+def rate_limited_process(kafka_bootstrap, unique_prefix, tmp_path):
+    ensure_layout(kafka_bootstrap, unique_prefix)
+    process = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a",
+                               ("--tenant-rate", "noisy=250")).start()
+    yield process
+    if process.alive():
+        process.terminate()
+
+
+def test_a_tenant_over_its_trigger_rate_is_delayed_not_dropped_and_does_not_delay_others(
+        kafka_bootstrap, unique_prefix, rate_limited_process):
+    due_ms = (math.ceil(time.time()) + 12) * 1000
+    expected = {}
+    with SchedulerClient(kafka_bootstrap, unique_prefix) as client:
+        ids = []
+        for n in range(1200):
+            tenant = "noisy" if n < 1000 else "calm"
+            sid = f"r-{n:04d}"
+            ids.append(client.send("CREATE", sid, tenant, spec=make_spec("once", rfc3339(due_ms))))
+            expected[occurrence_id(sid, 1, datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc))] = tenant
+        assert {r["status"] for r in client.wait(ids).values()} == {"ACCEPTED"}
+    reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, ["noisy", "calm"]), "Occurrence")
+    try:
+        received = reader.until(lambda got: {r.record["occurrence_id"] for r in got} >= expected.keys(),
+                                timeout=due_ms / 1000 - time.time() + 30)
+    finally:
+        reader.close()
+    assert {r.record["occurrence_id"] for r in received} == set(expected), rate_limited_process.log_tail()
+    lag = {tenant: [r.timestamp_ms - due_ms for r in received if r.record["tenant"] == tenant]
+           for tenant in ("noisy", "calm")}
+    assert max(lag["noisy"]) >= 2500, "1000 occurrences at 250/s (burst 250) take at least 3 s"
+    assert max(lag["calm"]) < 1000, "the calm tenant waited behind the noisy one"

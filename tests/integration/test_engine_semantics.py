@@ -145,3 +145,20 @@ def test_the_engine_rejects_bad_specs_from_producers_that_skip_local_validation(
     results = client.wait(["raw-zone", "raw-cron"])
     assert results["raw-zone"]["reason"] == "UNKNOWN_ZONE" and "time_zone" in results["raw-zone"]["message"]
     assert results["raw-cron"]["reason"] == "INVALID_SPEC" and "expression" in results["raw-cron"]["message"]
+
+
+def test_create_repeated_with_the_same_idempotency_key_creates_nothing_new(env, kafka_bootstrap, unique_prefix):
+    _, client, _, _ = env
+    spec = make_spec("cron", "0 12 * * *", "Europe/London")
+    first = client.create(TENANT, spec, idempotency_key="order-42")
+    again = client.create(TENANT, spec, idempotency_key="order-42")
+    assert again["schedule_id"] == first["schedule_id"]
+    assert (again["version"], again["next_fires_ms"]) == (first["version"], first["next_fires_ms"])
+    view = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("schedule-view", unique_prefix, tenant=TENANT)],
+                       "ScheduleState")
+    try:
+        view.until(lambda got: len(got) >= 1, timeout=10)
+        view.poll(1)
+    finally:
+        view.close()
+    assert [s.record["version"] for s in view.received if s.record["schedule_id"] == first["schedule_id"]] == [1]

@@ -1,0 +1,120 @@
+"""Consumer-group mode: the consumed offset is committed in the transaction of the outcome event."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from scheduler.codec import DecodeError
+from scheduler.worker.occurrence import Occurrence
+from scheduler.worker.priority import PriorityBuffers
+from scheduler.worker.writer import NotRecorded
+
+if TYPE_CHECKING:
+    from scheduler.worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+def run_group(worker: Worker) -> None:
+    consumer = Consumer({
+        "bootstrap.servers": worker.bootstrap,
+        "group.id": worker.group_id,
+        "client.id": worker.worker_id,
+        "enable.auto.commit": False,
+        # The scheduler writes occurrences in transactions; aborted ones must never run.
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": worker.options.session_timeout_ms,
+        "heartbeat.interval.ms": max(1000, worker.options.session_timeout_ms // 5),
+        "max.poll.interval.ms": worker.options.max_poll_interval_ms,
+        "log_level": 4,
+    })
+    GroupLoop(worker, consumer).run()
+
+
+class GroupLoop:
+    def __init__(self, worker: Worker, consumer: Consumer) -> None:
+        self.worker = worker
+        self.consumer = consumer
+        self.buffers: PriorityBuffers[Message] = PriorityBuffers(worker.priorities, worker.options.buffer_capacity)
+        self.paused: set[str] = set()
+
+    def run(self) -> None:
+        self.consumer.subscribe(list(self.worker.topics), on_assign=self._on_assign,
+                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        try:
+            while not self.worker.stopping():
+                self._fill()
+                self._pause_full()
+                taken = self.buffers.pop_next()
+                if taken is not None:
+                    self._handle(taken[1])
+        finally:
+            self.consumer.close()
+
+    def _fill(self) -> None:
+        """Block for work only when nothing is buffered; then take whatever is already fetched."""
+        if not self.buffers.pending():
+            first = self.consumer.poll(self.worker.options.poll_timeout_s)
+            if first is None:
+                return
+            self._buffer(first)
+        for message in self.consumer.consume(self.worker.options.buffer_capacity, timeout=0):
+            self._buffer(message)
+
+    def _buffer(self, message: Message) -> None:
+        error = message.error()
+        if error is not None:
+            if error.fatal():
+                raise KafkaException(error)
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("consumer: %s", error)
+            return
+        self.buffers.add(self.worker.topics[message.topic()], message)
+
+    def _pause_full(self) -> None:
+        wanted = self.buffers.full()
+        if wanted == self.paused:
+            return
+        assignment = self.consumer.assignment()
+        for priorities, action in ((wanted - self.paused, self.consumer.pause),
+                                   (self.paused - wanted, self.consumer.resume)):
+            parts = [tp for tp in assignment if self.worker.topics.get(tp.topic) in priorities]
+            if parts:
+                action(parts)
+        self.paused = wanted
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.paused = set()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.buffers.drop_partitions((tp.topic, tp.partition) for tp in partitions)
+
+    def _handle(self, message: Message) -> None:
+        writer = self.worker.writer
+        assert writer is not None
+        next_offset = [TopicPartition(message.topic(), message.partition(), message.offset() + 1)]
+        try:
+            try:
+                occurrence = Occurrence.from_record(self.worker.codec.decode("Occurrence", message.value()))
+            except DecodeError as error:
+                log.error("%s [%d] offset %d is not an Occurrence, skipping it: %s",
+                          message.topic(), message.partition(), message.offset(), error)
+                writer.write([], next_offset, self.consumer.consumer_group_metadata())
+                return
+            outcome = self.worker.attempt(occurrence)
+            writer.write([outcome], next_offset, self.consumer.consumer_group_metadata())
+        except NotRecorded as error:
+            log.warning("occurrence at %s [%d] offset %d not recorded (%s); it will be read again",
+                        message.topic(), message.partition(), message.offset(), error)
+            self._rewind(message)
+
+    def _rewind(self, message: Message) -> None:
+        """Read `message` again: its outcome and offset were not committed."""
+        self.buffers.drop_partitions([(message.topic(), message.partition())])
+        try:
+            self.consumer.seek(TopicPartition(message.topic(), message.partition(), message.offset()))
+        except KafkaException as error:  # no longer ours after a rebalance: the new owner reads it
+            log.info("not rewinding %s [%d]: %s", message.topic(), message.partition(), error)

@@ -1,0 +1,105 @@
+"""Share-group mode (Kafka share groups, KIP-932, through confluent-kafka's preview ShareConsumer).
+
+The broker's acquisition lock on a record is the visibility lease: a worker that dies or
+overruns it (the group's `share.record.lock.duration.ms`, 30 s by default) loses the record to
+another worker. Acknowledgements follow the recorded outcome, written first:
+ACCEPT for SUCCEEDED and SKIPPED_STALE, RELEASE for a retryable FAILED (the broker redelivers it,
+at most the group's delivery count limit times), REJECT for a permanent FAILED and for records
+that are not Occurrences. A record whose outcome could not be written is RELEASEd.
+
+Priorities: a share consumer cannot pause partitions, so each polled batch is processed highest
+priority first; priority holds within a batch, not across batches.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from scheduler.admin import admin_client
+from scheduler.codec import DecodeError
+from scheduler.worker.occurrence import Occurrence
+from scheduler.worker.writer import NotRecorded
+
+if TYPE_CHECKING:
+    from scheduler.worker.worker import Worker
+
+log = logging.getLogger(__name__)
+
+# Share groups start at the latest offset and read uncommitted records by default: a new group of
+# workers must see occurrences enqueued before it joined, and never those of aborted transactions.
+SHARE_GROUP_CONFIG = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
+
+ACK_FOR_KIND = {"SUCCEEDED": AcknowledgeType.ACCEPT, "SKIPPED_STALE": AcknowledgeType.ACCEPT}
+
+
+def configure_share_group(bootstrap: str, group_id: str) -> None:
+    resource = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+        for name, value in SHARE_GROUP_CONFIG.items()
+    ])
+    admin_client(bootstrap).incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def acknowledgement(outcome: dict[str, object]) -> int:
+    """How the broker should treat a record whose outcome event is `outcome`."""
+    if outcome["kind"] == "FAILED":
+        return AcknowledgeType.RELEASE if outcome["retryable"] else AcknowledgeType.REJECT
+    return ACK_FOR_KIND[str(outcome["kind"])]
+
+
+def run_share(worker: Worker) -> None:
+    configure_share_group(worker.bootstrap, worker.group_id)
+    consumer = ShareConsumer({
+        "bootstrap.servers": worker.bootstrap,
+        "group.id": worker.group_id,
+        "client.id": worker.worker_id,
+        "share.acknowledgement.mode": "explicit",
+        "log_level": 4,
+    })
+    rank = {priority: i for i, priority in enumerate(worker.priorities)}
+    consumer.subscribe(list(worker.topics))
+    try:
+        while not worker.stopping():
+            batch = [m for m in consumer.poll(worker.options.poll_timeout_s) if _usable(m)]
+            batch.sort(key=lambda m: rank[worker.topics[m.topic()]])
+            for message in batch:
+                if worker.stopping():
+                    consumer.acknowledge(message, AcknowledgeType.RELEASE)
+                else:
+                    consumer.acknowledge(message, _process(worker, message))
+            if batch:
+                consumer.commit_async()
+    finally:
+        consumer.close()
+
+
+def _usable(message: Message) -> bool:
+    error = message.error()
+    if error is None:
+        return True
+    if error.fatal():
+        raise KafkaException(error)
+    log.warning("share consumer: %s", error)
+    return False
+
+
+def _process(worker: Worker, message: Message) -> int:
+    writer = worker.writer
+    assert writer is not None
+    try:
+        occurrence = Occurrence.from_record(worker.codec.decode("Occurrence", message.value()))
+    except DecodeError as error:
+        log.error("%s [%d] offset %d is not an Occurrence, rejecting it: %s",
+                  message.topic(), message.partition(), message.offset(), error)
+        return AcknowledgeType.REJECT
+    log.debug("occurrence %s delivery %s", occurrence.occurrence_id, message.delivery_count())
+    try:
+        outcome = worker.attempt(occurrence)
+        writer.write([outcome])
+    except NotRecorded as error:
+        log.warning("occurrence %s not recorded (%s); releasing it", occurrence.occurrence_id, error)
+        return AcknowledgeType.RELEASE
+    return acknowledgement(outcome)

@@ -1,0 +1,132 @@
+"""The worker: consumes a tenant's occurrence topics and runs a handler per occurrence.
+
+Two ways to receive work: a consumer group (default; scheduler.worker.group) or a Kafka share
+group (`share=True`; scheduler.worker.share). Both check the schedule view before side effects
+and record every step to `<prefix>.attempts`; neither retries by itself.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scheduler.codec import Codec, RecordCodec
+from scheduler.topology import Topology
+from scheduler.worker.attempt import Event, Handler, run_attempt
+from scheduler.worker.occurrence import AttemptContext, Occurrence
+from scheduler.worker.view import ScheduleView
+from scheduler.worker.view_follower import ViewFollower
+from scheduler.worker.writer import AttemptWriter
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRIORITIES = ("high", "normal", "low")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def default_worker_id() -> str:
+    """Host and pid: stable for a process, so its transactional id fences its own zombie on restart."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """Tuning that rarely changes; the defaults suit handlers that finish within minutes."""
+
+    view_catch_up_s: float = 10.0
+    buffer_capacity: int = 100
+    poll_timeout_s: float = 0.2
+    session_timeout_ms: int = 10_000
+    max_poll_interval_ms: int = 300_000
+
+
+class Worker:
+    def __init__(
+        self,
+        bootstrap: str,
+        prefix: str,
+        tenant: str,
+        handler: Handler,
+        *,
+        group_id: str | None = None,
+        priorities: Sequence[str] = DEFAULT_PRIORITIES,
+        worker_id: str | None = None,
+        share: bool = False,
+        options: WorkerOptions = WorkerOptions(),
+        codec: RecordCodec | None = None,
+        topology: Topology | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.topology = topology or Topology.load()
+        unknown = [p for p in priorities if p not in self.topology.priorities]
+        if not priorities or unknown:
+            raise ValueError(f"priorities must be among {list(self.topology.priorities)}, got {list(priorities)}")
+        self.bootstrap = bootstrap
+        self.prefix = prefix
+        self.tenant = tenant
+        self.handler = handler
+        self.share = share
+        self.group_id = group_id or f"{prefix}.{'share-workers' if share else 'workers'}.{tenant}"
+        # Highest first, whatever order the caller gave.
+        self.priorities = tuple(p for p in self.topology.priorities if p in priorities)
+        self.worker_id = worker_id or default_worker_id()
+        self.options = options
+        self.codec = codec or Codec.default()
+        self.clock_ms = clock_ms
+        self.topics = {self.topology.topic_name("occurrences", prefix, tenant=tenant, priority=p): p
+                       for p in self.priorities}
+        self.view = ScheduleView()
+        self._stop = threading.Event()
+        self._current: AttemptContext | None = None
+        self.writer: AttemptWriter | None = None
+
+    def run(self) -> None:
+        """Process occurrences until `stop()`; the occurrence in progress then is finished and recorded."""
+        from scheduler.worker.group import run_group
+        from scheduler.worker.share import run_share
+
+        view_topic = self.topology.topic_name("schedule-view", self.prefix, tenant=self.tenant)
+        follower = ViewFollower(self.bootstrap, view_topic, self.view, self.codec)
+        try:
+            follower.catch_up(self.options.view_catch_up_s)
+            follower.start()
+            log.info("worker %s: schedule view has %d schedules; %s %s on %s", self.worker_id, len(self.view),
+                     "share group" if self.share else "consumer group", self.group_id, sorted(self.topics))
+            self.writer = AttemptWriter(self.bootstrap, self.topology.topic_name("attempts", self.prefix),
+                                        f"{self.prefix}.worker.{self.tenant}.{self.worker_id}", self.codec)
+            (run_share if self.share else run_group)(self)
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+            follower.stop()
+
+    def stop(self) -> None:
+        """Ask the worker to finish; safe from a signal handler. The running handler sees ctx.cancelled."""
+        self._stop.set()
+        current = self._current
+        if current is not None:
+            current.cancelled.set()
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def attempt(self, occurrence: Occurrence) -> Event:
+        """Run one attempt, writing STARTED in its own transaction; returns the outcome event to record."""
+        assert self.writer is not None, "attempt() runs inside run()"
+        writer = self.writer
+        ctx = AttemptContext.fresh()
+        self._current = ctx
+        if self._stop.is_set():
+            ctx.cancelled.set()
+        try:
+            return run_attempt(occurrence, ctx, self.handler, self.view, self.worker_id, self.clock_ms,
+                               lambda event: writer.write([event]))
+        finally:
+            self._current = None

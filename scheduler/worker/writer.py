@@ -1,0 +1,82 @@
+"""Durable attempt records: a transactional producer, one transaction per recorded step.
+
+In consumer-group mode the outcome event and the consumed offset share a transaction, so the
+offset is committed only if the outcome is durably written: a crash before the commit means
+redelivery (at-least-once), never a lost occurrence (at-most-once).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from confluent_kafka import KafkaException, Producer, TopicPartition
+
+from scheduler.codec import RecordCodec
+from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 30.0
+# Transactions hold only a few records; a short timeout limits how long a crashed worker's open
+# transaction holds back read_committed readers of the attempts topic (the scheduler).
+TRANSACTION_TIMEOUT_MS = 10_000
+
+
+class NotRecorded(RuntimeError):
+    """The transaction was aborted: neither the events nor the offsets were written."""
+
+
+class AttemptWriter:
+    def __init__(self, bootstrap: str, topic: str, transactional_id: str, codec: RecordCodec) -> None:
+        self.topic = topic
+        self.codec = codec
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap,
+            **PRODUCER_PARTITIONER_CONF,
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+            "linger.ms": 0,
+            "log_level": 4,
+        })
+        self.producer.init_transactions(TIMEOUT_S)
+
+    def write(
+        self,
+        events: Sequence[dict[str, Any]],
+        offsets: Sequence[TopicPartition] = (),
+        group_metadata: Any = None,
+    ) -> None:
+        """Write `events` (and commit `offsets` for the group) atomically, or raise NotRecorded.
+
+        Fatal errors (this producer was fenced by a newer worker with the same transactional id)
+        propagate as KafkaException: the worker must stop.
+        """
+        self.producer.begin_transaction()
+        try:
+            for event in events:
+                self.producer.produce(self.topic, self.codec.encode("AttemptEvent", event),
+                                      key=event["schedule_id"].encode())
+            if offsets:
+                self.producer.send_offsets_to_transaction(list(offsets), group_metadata, TIMEOUT_S)
+            self._commit()
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.fatal() or not error.txn_requires_abort():
+                raise
+            log.warning("aborting attempt transaction: %s", error)
+            self.producer.abort_transaction(TIMEOUT_S)
+            raise NotRecorded(str(error)) from exc
+
+    def _commit(self) -> None:
+        while True:
+            try:
+                self.producer.commit_transaction(TIMEOUT_S)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+                log.info("retrying the commit of an attempt transaction: %s", exc.args[0])
+
+    def close(self) -> None:
+        self.producer.flush(TIMEOUT_S)

@@ -1,0 +1,55 @@
+"""Handlers run by `scheduler worker` in the integration tests (imported from PYTHONPATH).
+
+Each call appends one JSON line to $WORKER_TEST_DIR/handled.jsonl, so the test sees what ran.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+from scheduler.worker import AttemptContext, Occurrence, PermanentError, RetryableError, once
+
+
+def _note(occurrence: Occurrence, ctx: AttemptContext, **extra: object) -> None:
+    line = {"occurrence_id": occurrence.occurrence_id, "priority": occurrence.priority,
+            "attempt": occurrence.attempt, "token": ctx.attempt_token, "pid": os.getpid(), **extra}
+    with open(Path(os.environ["WORKER_TEST_DIR"]) / "handled.jsonl", "a") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def record(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    _note(occurrence, ctx, scheduled_for=occurrence.scheduled_for.isoformat())
+
+
+def by_payload(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """Fails as the payload says: retryable, permanent, or an unexpected exception."""
+    _note(occurrence, ctx)
+    if occurrence.payload == b"retryable":
+        raise RetryableError("upstream answered 503")
+    if occurrence.payload == b"permanent":
+        raise PermanentError("invalid account number")
+    if occurrence.payload == b"unexpected":
+        raise KeyError("missing")
+
+
+def sqlite_effect(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """One row per occurrence in $WORKER_TEST_DIR/effects.db, made idempotent by `once`.
+
+    With WORKER_TEST_HANG_AFTER_EFFECT set, the handler commits its side effect and then hangs
+    (before the worker can record the outcome and commit the offset), so the test can kill -9 it.
+    """
+    conn = sqlite3.connect(Path(os.environ["WORKER_TEST_DIR"]) / "effects.db", timeout=30)
+    try:
+        with conn:
+            with once(conn, occurrence.occurrence_id) as fresh:
+                if fresh:
+                    conn.execute("INSERT INTO effects (occurrence_id, pid) VALUES (?, ?)",
+                                 (occurrence.occurrence_id, os.getpid()))
+        _note(occurrence, ctx, fresh=fresh)
+    finally:
+        conn.close()
+    if os.environ.get("WORKER_TEST_HANG_AFTER_EFFECT"):
+        time.sleep(600)

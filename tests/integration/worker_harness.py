@@ -1,0 +1,149 @@
+"""Real `scheduler worker` processes, and the records that drive and observe them."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from scheduler.admin import ensure_topics
+from scheduler.codec import Codec
+from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.topology import Topology
+
+from engine_harness import TopicReader
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CODEC = Codec.default()
+TOPOLOGY = Topology.load()
+SCHEDULED_FOR_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def create_layout(bootstrap: str, prefix: str, tenant: str) -> None:
+    report = ensure_topics(bootstrap, TOPOLOGY, prefix, tenants=[tenant])
+    assert report.clean, report.differences
+
+
+def occurrence(schedule_id: str, tenant: str, *, version: int = 1, attempt: int = 1, priority: str = "NORMAL",
+               payload: bytes = b"", minute: int = 0) -> dict[str, Any]:
+    scheduled_for_ms = SCHEDULED_FOR_MS + minute * 60_000
+    return {
+        "occurrence_id": f"{schedule_id}/v{version}/{scheduled_for_ms}",
+        "schedule_id": schedule_id, "tenant": tenant, "schedule_version": version,
+        "scheduled_for_ms": scheduled_for_ms, "available_at_ms": scheduled_for_ms,
+        "priority": priority, "payload": payload, "attempt": attempt, "dst_rule": None, "catch_up": False,
+    }
+
+
+def schedule_state(schedule_id: str, tenant: str, version: int, state: str) -> dict[str, Any]:
+    return {
+        "schedule_id": schedule_id, "tenant": tenant, "version": version, "state": state,
+        "spec": {"kind": "RATE", "expression": "every 1m"}, "create_command_id": f"create-{schedule_id}",
+        "created_at_ms": SCHEDULED_FOR_MS, "updated_at_ms": SCHEDULED_FOR_MS, "fired_count": 0,
+    }
+
+
+def produce(bootstrap: str, records: list[tuple[str, str, bytes]]) -> None:
+    """(topic, key, value) triples, keyed like the scheduler keys them (murmur2 on schedule_id)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, **PRODUCER_PARTITIONER_CONF})
+    for topic, key, value in records:
+        producer.produce(topic, value, key=key.encode())
+    assert producer.flush(30) == 0
+
+
+def enqueue(bootstrap: str, prefix: str, occurrences: list[dict[str, Any]]) -> None:
+    produce(bootstrap, [
+        (TOPOLOGY.topic_name("occurrences", prefix, tenant=o["tenant"], priority=o["priority"].lower()),
+         o["schedule_id"], CODEC.encode("Occurrence", o))
+        for o in occurrences
+    ])
+
+
+def publish_states(bootstrap: str, prefix: str, states: list[dict[str, Any]]) -> None:
+    produce(bootstrap, [
+        (TOPOLOGY.topic_name("schedule-view", prefix, tenant=s["tenant"]), s["schedule_id"],
+         CODEC.encode("ScheduleState", s))
+        for s in states
+    ])
+
+
+def attempt_reader(bootstrap: str, prefix: str) -> TopicReader:
+    return TopicReader(bootstrap, [TOPOLOGY.topic_name("attempts", prefix)], "AttemptEvent")
+
+
+def kinds_by_occurrence(reader: TopicReader) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for item in sorted(reader.received, key=lambda r: r.record["at_ms"]):
+        out.setdefault(item.record["occurrence_id"], []).append(item.record["kind"])
+    return out
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
+@dataclass
+class WorkerProcess:
+    """`scheduler worker` as a child process, so a test can SIGTERM or SIGKILL it for real."""
+
+    bootstrap: str
+    prefix: str
+    tenant: str
+    handler: str
+    workdir: Path
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] | None = None
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> "WorkerProcess":
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / f"worker-{uuid.uuid4().hex[:6]}.log"
+        env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix,
+               "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+               "WORKER_TEST_DIR": str(self.workdir), **(self.env or {})}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "scheduler", "worker", "--tenant", self.tenant, "--handler", self.handler,
+                 "--session-timeout-ms", "6000", *self.extra_args],
+                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def terminate(self, timeout: float = 30) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop_quietly(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def log_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def handled(workdir: Path) -> list[dict[str, Any]]:
+    """What the test handlers wrote (one JSON line per call), in call order."""
+    path = workdir / "handled.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
