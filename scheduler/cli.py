@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "scheduler.topology_cli",
     "scheduler.timing.cli",
     "scheduler.engine.cli",
+    "scheduler.demo",
     "scheduler.worker.cli",
 )
 
