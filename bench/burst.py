@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.admin import ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
@@ -251,6 +253,18 @@ def create_all(client: SchedulerClient, plan: list[tuple[str, str]], due_ms: int
     return time.monotonic() - started
 
 
+def scrape(port: int) -> dict[str, float]:
+    """The engine's own metrics, summed over label sets (a bench needs totals, not series)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    totals: dict[str, float] = defaultdict(float)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if "le" not in sample.labels:
+                totals[sample.name] += sample.value
+    return totals
+
+
 def decode_arrivals(path: Path, topics: list[str]) -> tuple[list[Arrival], Counter[str]]:
     codec = Codec.default()
     arrivals = []
@@ -291,7 +305,8 @@ def run(config: BurstConfig) -> Path:
               f"(prefix {prefix})", file=sys.stderr)
         # Until T is known, the horizon must already cover it: the lead is not known yet, so be generous.
         horizon_s = max(3600.0, (config.lead_s or 0) + config.window_ms / 1000 + 600)
-        engine_args = ["--horizon", str(horizon_s), *config.extra_engine_args]
+        metrics_port = free_port()
+        engine_args = ["--horizon", str(horizon_s), "--metrics-port", str(metrics_port), *config.extra_engine_args]
         engine = Engine(bootstrap, prefix, workdir, engine_args)
         engine.wait_assigned()
 
@@ -332,6 +347,7 @@ def run(config: BurstConfig) -> Path:
             expected[oid] = (tenant, int(available_at(oid, scheduled_for, window).timestamp() * 1000))
 
         span_s = config.window_ms / 1000
+        metrics_before = scrape(metrics_port)
         if config.profile:
             duration = int(max(5, (due_ms - now_ms()) / 1000 + span_s + 10 + config.count / 20_000))
             profiler = subprocess.Popen(
@@ -349,6 +365,8 @@ def run(config: BurstConfig) -> Path:
         end_progress()
         stop.set()
         reader.join(30)
+        metrics_after = scrape(metrics_port)
+        engine_metrics = {k: metrics_after[k] - metrics_before.get(k, 0.0) for k in metrics_after}
 
         print("ceiling: producing the same records transactionally ...", file=sys.stderr)
         ceiling_plan = list(Counter(schedule_owner).items())
@@ -364,7 +382,7 @@ def run(config: BurstConfig) -> Path:
         arrivals, per_topic = decode_arrivals(arrivals_path, topics)
         report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, arrivals,
                          per_topic, ceiling_result, workdir / "profile.txt" if config.profile else None,
-                         engine_args)
+                         engine_args, engine_metrics)
         return report
     finally:
         if reader is not None and stop is not None:
@@ -388,7 +406,7 @@ def run(config: BurstConfig) -> Path:
 def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_s: float,
             calibration_rate: float | None, expected: dict[str, tuple[str, int]], arrivals: list[Arrival],
             per_topic: Counter[str], ceiling: dict[str, Any], profile_path: Path | None,
-            engine_args: list[str]) -> Path:
+            engine_args: list[str], engine_metrics: dict[str, float]) -> Path:
     first_seen: dict[str, Arrival] = {}
     duplicates = 0
     for a in arrivals:
@@ -465,6 +483,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         "  so it moves twice the records of the ceiling.",
         "",
     ]
+    lines += engine_metrics_section(engine_metrics)
     if not config.window_ms:
         small_ok = percentile(small, 0.99) <= max(percentile(large, 0.99), 1)
         lines += [
@@ -491,6 +510,25 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     path = RESULTS / f"{stem}.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def engine_metrics_section(delta: dict[str, float]) -> list[str]:
+    """What the engine's /metrics says happened between the end of loading and the end of dispatch."""
+    txns = delta.get("scheduler_transactions_total", 0.0)
+    commits = delta.get("scheduler_transaction_commit_seconds_count", 0.0)
+    lag_n = delta.get("scheduler_schedule_lag_seconds_count", 0.0)
+    return [
+        "## The engine's own metrics over the dispatch (scraped from `--metrics-port`)",
+        "",
+        f"- transactions: {txns:,.0f}; mean `commit_transaction` latency "
+        f"{delta.get('scheduler_transaction_commit_seconds_sum', 0.0) / commits if commits else 0:.3f}s",
+        f"- occurrences dispatched: {delta.get('scheduler_occurrences_dispatched_total', 0.0):,.0f}; "
+        f"mean schedule lag (due instant to commit) "
+        f"{delta.get('scheduler_schedule_lag_seconds_sum', 0.0) / lag_n if lag_n else 0:.2f}s",
+        f"- held back by tenant rate limits: {delta.get('scheduler_tenant_held_back_total', 0.0):,.0f}; "
+        f"engine RSS change over the dispatch {delta.get('process_resident_memory_bytes', 0.0) / 2**20:+,.0f} MiB",
+        "",
+    ]
 
 
 def flex_section(due_ms: int, window_ms: int, ok: list[Arrival], expected: dict[str, tuple[str, int]]) -> list[str]:
@@ -573,7 +611,7 @@ def plot(stem: str, config: BurstConfig, due_ms: int, ok: list[Arrival],
     enq = Counter((a.timestamp_ms - due_ms) // bin_ms for a in ok)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for label, counts in (("visible (read_committed)", seen), ("enqueued (record timestamp)", enq)):
-        xs = sorted(counts)
+        xs = list(range(min(counts, default=0), max(counts, default=0) + 2))
         ax.step([x * bin_ms / 1000 for x in xs], [counts[x] * 1000 / bin_ms for x in xs], where="post", label=label)
     ax.set_xlabel("seconds after T")
     ax.set_ylabel("occurrences / s")

@@ -18,7 +18,7 @@ from rocksdict import Options, Rdict, WriteBatch
 
 log = logging.getLogger(__name__)
 
-STORES = ("schedules", "timeline")
+STORES = ("schedules", "timeline", "occurrences")
 _META = "meta"
 _OFFSET = struct.Struct(">q")
 

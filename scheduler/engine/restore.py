@@ -27,7 +27,8 @@ def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], chan
     """Catch each store up with its changelog; returns the number of records applied per store."""
     applied = {}
     for name, topic in changelogs.items():
-        convert = _schedule_changes(store, codec) if name == "schedules" else _timeline_changes(codec)
+        convert = {"schedules": _schedule_changes(store, codec), "timeline": _timeline_changes(codec)}.get(
+            name, _as_is(name))
         applied[name] = _replay(store, name, topic, partition, consumer_conf, convert, timeout_s)
     return applied
 
@@ -51,13 +52,20 @@ def _schedule_changes(store: PartitionStore, codec: Any) -> Converter:
     return convert
 
 
+def _as_is(name: str) -> Converter:
+    def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
+        return {name: {key: value}}
+    return convert
+
+
 def _timeline_changes(codec: Any) -> Converter:
     def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
         if value is None:
             return {"timeline": {key: None}}
         entry = codec.decode("TimelineEntry", value)
         deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
-        local = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence"], deadline)
+        local = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence_id"],
+                           entry["occurrence"], deadline, entry["overlap_policy"])
         return {"timeline": {key: local.pack()}}
     return convert
 

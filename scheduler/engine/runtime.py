@@ -24,7 +24,7 @@ from scheduler.engine.fairness import RateLimits, interleave
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.task import SchedulerTask, TaskTopics
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
 from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.topology import Topology
@@ -44,6 +44,7 @@ class EngineConfig:
     materialize_budget: int = 2_000
     trigger_rate_per_s: float = 1_000_000.0
     catch_up_rate_per_s: float = 100.0
+    retry_rate_per_s: float = 100.0
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
     transaction_timeout_ms: int = 10_000
     idle_poll_ms: int = 50
@@ -60,13 +61,18 @@ class SchedulerProcess:
         prefix = config.prefix
         self.topics = TaskTopics(
             commands=self.topology.topic_name("commands", prefix),
+            attempts=self.topology.topic_name("attempts", prefix),
             command_results=self.topology.topic_name("command-results", prefix),
             occurrence_events=self.topology.topic_name("occurrence-events", prefix),
-            schedules=self.topology.topic_name("schedules", prefix),
-            timeline=self.topology.topic_name("timeline-changelog", prefix),
+            changelogs={
+                "schedules": self.topology.topic_name("schedules", prefix),
+                "timeline": self.topology.topic_name("timeline-changelog", prefix),
+                "occurrences": self.topology.topic_name("occurrence-status-changelog", prefix),
+            },
         )
         self.trigger_limits = RateLimits(config.trigger_rate_per_s, config.tenant_trigger_rates)
         self.catch_up_limits = RateLimits(config.catch_up_rate_per_s)
+        self.retry_limits = RateLimits(config.retry_rate_per_s)
         self.tasks: dict[int, SchedulerTask] = {}
         self.known_tenants: set[str] = set()
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
@@ -106,7 +112,7 @@ class SchedulerProcess:
         ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
         self.known_tenants.update(self._existing_tenants())
         self.producer.init_transactions(30)
-        self.consumer.subscribe([self.topics.commands], on_assign=self._on_assign,
+        self.consumer.subscribe([self.topics.commands, self.topics.attempts], on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
         try:
             while not self._stop.is_set():
@@ -134,27 +140,31 @@ class SchedulerProcess:
             self.known_tenants.add(tenant)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            path = self.config.state_dir / self.config.prefix / f"p{tp.partition}"
-            store = PartitionStore(path)
+        assigned = sorted({tp.partition for tp in partitions})
+        for partition in assigned:
+            if partition in self.tasks:
+                continue
+            store = PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
             with self.metrics.restore():
-                applied = restore_partition(store, self._common, {"schedules": self.topics.schedules,
-                                                                  "timeline": self.topics.timeline},
-                                            tp.partition, self.codec)
+                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec)
             self.metrics.restored(applied)
-            self.tasks[tp.partition] = SchedulerTask(
-                tp.partition, store, self.topics, self.codec, self._tenant_topic,
-                self.config.horizon_ms, self._ensure_tenant)
-        self.metrics.assigned([tp.partition for tp in partitions], len(self.tasks))
-        log.info("assigned partitions %s", sorted(tp.partition for tp in partitions))
+            self.tasks[partition] = SchedulerTask(
+                partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
+                self._ensure_tenant, self._retry_allowed)
+        self.metrics.assigned(assigned, len(self.tasks))
+        log.info("assigned partitions %s", assigned)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        for tp in partitions:
-            task = self.tasks.pop(tp.partition, None)
+        revoked = sorted({tp.partition for tp in partitions})
+        for partition in revoked:
+            task = self.tasks.pop(partition, None)
             if task is not None:
                 task.store.close()
-        self.metrics.revoked([tp.partition for tp in partitions], len(self.tasks))
-        log.info("revoked partitions %s", sorted(tp.partition for tp in partitions))
+        self.metrics.revoked(revoked, len(self.tasks))
+        log.info("revoked partitions %s", revoked)
+
+    def _retry_allowed(self, tenant: str, now_ms: int) -> bool:
+        return self.retry_limits.bucket(tenant).take(1, now_ms) == 1
 
     def _tenant_topic(self, key: str, tenant: str, priority: str | None) -> str:
         cache_key = (key, tenant, priority)
@@ -174,24 +184,26 @@ class SchedulerProcess:
         inputs = [m for m in messages if not self._is_noise(m)]
         if not inputs and not self._has_due_work(now_ms):
             return
-        first_offsets: dict[int, int] = {}
-        next_offsets: dict[int, int] = {}
+        first_offsets: dict[tuple[str, int], int] = {}
+        next_offsets: dict[tuple[str, int], int] = {}
         self.producer.begin_transaction()
         try:
             for msg in inputs:
                 task = self.tasks.get(msg.partition())
                 if task is None:
                     continue
-                first_offsets.setdefault(msg.partition(), msg.offset())
-                next_offsets[msg.partition()] = msg.offset() + 1
-                task.on_command(msg.key(), msg.value(), msg.offset(), now_ms)
+                source = (msg.topic(), msg.partition())
+                first_offsets.setdefault(source, msg.offset())
+                next_offsets[source] = msg.offset() + 1
+                handle = task.on_command if msg.topic() == self.topics.commands else task.on_attempt
+                handle(msg.key(), msg.value(), msg.offset(), now_ms)
             for task in self.tasks.values():
                 task.materialize_due(now_ms, self.config.materialize_budget)
             self._dispatch(now_ms)
             changelog_offsets = self._produce_outputs()
             if next_offsets:
                 self.producer.send_offsets_to_transaction(
-                    [TopicPartition(self.topics.commands, p, o) for p, o in next_offsets.items()],
+                    [TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
                     self.consumer.consumer_group_metadata())
             committing = time.perf_counter()
             self._commit()
@@ -205,8 +217,8 @@ class SchedulerProcess:
             self.metrics.aborted()
             for task in self.tasks.values():
                 task.reset()
-            for partition, offset in first_offsets.items():
-                self.consumer.seek(TopicPartition(self.topics.commands, partition, offset))
+            for (topic, partition), offset in first_offsets.items():
+                self.consumer.seek(TopicPartition(topic, partition, offset))
             return
         self.metrics.committed(int(self.clock() * 1000), commit_seconds, self._committed_events())
         for partition, task in self.tasks.items():
@@ -270,16 +282,25 @@ class SchedulerProcess:
         due_seen: dict[int, int] = {}
         for task in self.tasks.values():
             late: set[str] = set()
+            guarded: dict[str, list[tuple[bytes, LocalEntry]]] = {}
             before = len(candidates)
             for n, (key, entry) in enumerate(task.due(lane, now_ms)):
                 if n >= budget:
                     break
                 if entry.deadline_ms < now_ms:
                     late.add(entry.schedule_id)
-                elif entry.schedule_id not in late:
+                elif entry.schedule_id in late:
+                    continue
+                elif entry.overlap != "ALLOW":
+                    guarded.setdefault(entry.schedule_id, []).append((key, entry))
+                else:
                     candidates.append((entry.tenant, (task, key, entry)))
             for schedule_id in late:
                 task.replan_late(schedule_id, now_ms)
+            for schedule_id, due in guarded.items():
+                if schedule_id not in late:
+                    candidates.extend((entry.tenant, (task, key, entry))
+                                      for key, entry in task.admit_overlapping(schedule_id, due, now_ms))
             due_seen[task.partition] = len(candidates) - before
         if not candidates:
             self.metrics.selected(lane, now_ms, [], due_seen, {})
@@ -290,7 +311,7 @@ class SchedulerProcess:
             self.held_back[tenant] = self.held_back.get(tenant, 0) + count
         for task, key, entry in selection.chosen:
             task.outbox.append((entry.topic, entry.schedule_id.encode(), entry.occurrence, None))
-            task.dispatched(key)
+            task.dispatched(key, entry, now_ms)
         self.dispatched_total += len(selection.chosen)
         return len(selection.chosen)
 

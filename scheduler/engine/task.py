@@ -1,4 +1,4 @@
-"""The stream task of one input partition: schedules and timeline state, commands in, records out.
+"""The stream task of one input partition: schedule, timeline and occurrence state; commands and attempts in.
 
 A task never talks to Kafka. It reads its ``PartitionStore`` through the open
 ``StoreTransaction`` and appends what must be produced to ``outbox``; the
@@ -8,13 +8,14 @@ only then writes the store.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from scheduler.codec import DecodeError
-from scheduler.engine import materialize, timeline_keys
+from scheduler.engine import materialize, overlap, timeline_keys
+from scheduler.engine.attempts import FINISHED, apply_attempt
 from scheduler.engine.commands import Decision, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
@@ -28,51 +29,53 @@ log = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 Output = tuple[str, bytes | None, bytes | None, int | None]  # topic, key, value, partition
+Due = tuple[bytes, LocalEntry]
 
 
 @dataclass(frozen=True)
 class TaskTopics:
     commands: str
+    attempts: str
     command_results: str
     occurrence_events: str
-    schedules: str
-    timeline: str
-
-    def changelog(self, store: str) -> str:
-        return self.schedules if store == "schedules" else self.timeline
+    changelogs: dict[str, str]  # store -> changelog topic
 
 
 class SchedulerTask:
     def __init__(self, partition: int, store: PartitionStore, topics: TaskTopics, codec: Any,
-                 tenant_topic: Any, horizon_ms: int, ensure_tenant: Any) -> None:
+                 tenant_topic: Callable[[str, str, str | None], str], horizon_ms: int,
+                 ensure_tenant: Callable[[str], None], retry_allowed: Callable[[str, int], bool]) -> None:
         self.partition = partition
         self.store = store
         self.topics = topics
         self.codec = codec
-        self.tenant_topic = tenant_topic          # (key, tenant, priority | None) -> topic name
+        self.tenant_topic = tenant_topic      # (topic key, tenant, priority | None) -> topic name
         self.horizon_ms = horizon_ms
-        self.ensure_tenant = ensure_tenant        # called before a tenant's first occurrence is planned
+        self.ensure_tenant = ensure_tenant    # before a tenant's first record is produced
+        self.retry_allowed = retry_allowed    # (tenant, now_ms) -> within the tenant's retry budget
         self.txn = StoreTransaction(store)
         self.outbox: list[Output] = []
         self.timeline_changelog: dict[bytes, bytes] = {}
+        self.ignored_attempt_events = 0
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}
 
     # -- transaction boundaries -------------------------------------------------
 
     def changelog_records(self) -> Iterator[tuple[str, str, bytes, bytes | None]]:
         """(store, topic, key, value) for every change of this transaction; wake-ups are derived, not logged."""
-        for key, value in self.txn.changes["schedules"].items():
-            yield "schedules", self.topics.schedules, key, value
-        for key, value in self.txn.changes["timeline"].items():
-            if key[:1] == WAKE:
-                continue
-            yield "timeline", self.topics.timeline, key, None if value is None else self.timeline_changelog[key]
+        for store, changes in self.txn.changes.items():
+            topic = self.topics.changelogs[store]
+            for key, value in changes.items():
+                if store != "timeline":
+                    yield store, topic, key, value
+                elif key[:1] != WAKE:
+                    yield store, topic, key, None if value is None else self.timeline_changelog[key]
 
     def committed(self, offsets: dict[str, int]) -> None:
-        for lane in (DISPATCH, CATCH_UP):
-            for key, value in self.txn.changes["timeline"].items():
-                if value is not None and key[:1] == lane and key < self._floor[lane]:
-                    self._floor[lane] = key
+        for key, value in self.txn.changes["timeline"].items():
+            lane = key[:1]
+            if value is not None and lane in self._floor and key < self._floor[lane]:
+                self._floor[lane] = key
         self.store.write(self.txn.changes, offsets)
         self.reset()
 
@@ -81,7 +84,7 @@ class SchedulerTask:
         self.outbox = []
         self.timeline_changelog = {}
 
-    # -- commands ---------------------------------------------------------------
+    # -- records in ---------------------------------------------------------------
 
     def on_command(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
         source = f"{self.topics.commands}/{self.partition}/{offset}"
@@ -94,8 +97,10 @@ class SchedulerTask:
             self._reject_malformed(key, "record key must equal the command's schedule_id", source, now_ms,
                                    command)
             return
-        current_raw = self.txn.get("schedules", key)
-        current = self.codec.decode("ScheduleState", current_raw) if current_raw else None
+        current = self._schedule(command["schedule_id"])
+        if command["type"] == "RERUN":
+            self._send_result(key, self._rerun(command, current, now_ms))
+            return
         decision = decide(command, current, now_ms)
         if decision.state is not None and decision.result["status"] == "ACCEPTED":
             try:
@@ -105,13 +110,55 @@ class SchedulerTask:
                                                   message=f"{exc.field}: {exc.message}"))
         self._send_result(key, decision.result)
 
+    def on_attempt(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
+        try:
+            event = self.codec.decode("AttemptEvent", value or b"")
+        except DecodeError as exc:
+            self._reject_input(key, f"{self.topics.attempts}/{self.partition}/{offset}",
+                               f"undecodable attempt event: {exc}", now_ms)
+            return
+        schedule = self._schedule(event["schedule_id"])
+        if schedule is not None and schedule["tenant"] != event["tenant"]:
+            schedule = None
+        status = self._status(event["occurrence_id"])
+        outcome = apply_attempt(event, status, schedule, now_ms,
+                                retry_budget_left=self.retry_allowed(event["tenant"], now_ms))
+        if outcome.status is None:
+            self.ignored_attempt_events += 1
+            log.debug("ignored attempt event for %s: %s", event["occurrence_id"], outcome.ignored_reason)
+            return
+        self._put_status(outcome.status)
+        if schedule is None:
+            return
+        before = schedule
+        if outcome.finished or event["kind"] in ("STARTED", "HEARTBEAT"):
+            schedule = self._track_running(schedule, event, outcome.finished, now_ms)
+        if outcome.retry_at_ms is not None:
+            self.ensure_tenant(schedule["tenant"])
+            ref = self._enqueue(schedule, event["occurrence_id"], event["scheduled_for_ms"], outcome.retry_at_ms,
+                                attempt=event["attempt"] + 1, dst_rule=None, catch_up=False)
+            schedule = {**schedule, "pending": [*schedule["pending"], ref]}
+        if outcome.dead_reason is not None:
+            self._dead_letter(schedule, outcome.status, outcome.dead_reason, now_ms)
+        if schedule is not before:
+            self._save(schedule)
+
+    # -- commands -----------------------------------------------------------------
+
     def _reject_malformed(self, key: bytes | None, message: str, source: str, now_ms: int,
                           command: Record | None = None) -> None:
-        sid = (key or b"").decode(errors="replace")
-        base = command or {"schedule_id": sid}
-        result = result_record(base, "REJECTED", now_ms, reason="MALFORMED_RECORD", message=message, source=source)
+        base = command or {"schedule_id": (key or b"").decode(errors="replace")}
         log.warning("rejected %s: %s", source, message)
-        self._send_result(key, result)
+        self._send_result(key, result_record(base, "REJECTED", now_ms, reason="MALFORMED_RECORD", message=message,
+                                             source=source))
+
+    def _reject_input(self, key: bytes | None, source: str, message: str, now_ms: int) -> None:
+        log.warning("rejected %s: %s", source, message)
+        self.outbox.append((self.topics.occurrence_events, key, self.codec.encode("OccurrenceEvent", {
+            "occurrence_id": None, "schedule_id": (key or b"").decode(errors="replace"), "tenant": "",
+            "schedule_version": 0, "scheduled_for_ms": None, "kind": "REJECTED_INPUT",
+            "reason": f"{source}: {message}", "range_first_ms": None, "range_last_ms": None, "count": 1,
+            "recorded_at_ms": now_ms}), self.partition))
 
     def _send_result(self, key: bytes | None, result: Record) -> None:
         self.outbox.append((self.topics.command_results, key, self.codec.encode("CommandResult", result),
@@ -138,69 +185,127 @@ class SchedulerTask:
         self.outbox.append((self.tenant_topic("schedule-view", state["tenant"], None),
                             state["schedule_id"].encode(), self.codec.encode("ScheduleState", state), None))
 
-    # -- timeline ---------------------------------------------------------------
+    def _rerun(self, command: Record, schedule: Record | None, now_ms: int) -> Record:
+        """Dispatch a finished or dead occurrence again, with the same occurrence_id and the next attempt number."""
+        status = self._status(command.get("occurrence_id") or "")
+        if schedule is None or status is None or status["schedule_id"] != command["schedule_id"] \
+                or schedule["tenant"] != command["tenant"]:
+            return result_record(command, "REJECTED", now_ms, reason="UNKNOWN_OCCURRENCE",
+                                 message=f"no finished occurrence {command.get('occurrence_id')!r} of this schedule")
+        if status["state"] not in FINISHED:
+            return result_record(command, "REJECTED", now_ms, reason="INVALID_STATE",
+                                 message=f"occurrence is {status['state']}: only finished or dead ones re-run")
+        attempt = status["attempt"] + 1
+        self.ensure_tenant(schedule["tenant"])
+        ref = self._enqueue(schedule, status["occurrence_id"], status["scheduled_for_ms"], now_ms, attempt=attempt,
+                            dst_rule=None, catch_up=False, version=status["schedule_version"])
+        self._save({**schedule, "pending": [*schedule["pending"], ref]})
+        self._put_status({**status, "state": "ENQUEUED", "attempt": attempt, "attempt_token": None,
+                          "updated_at_ms": now_ms})
+        return result_record(command, "ACCEPTED", now_ms, version=schedule["version"], next_fires_ms=[now_ms])
+
+    # -- state --------------------------------------------------------------------
+
+    def _schedule(self, schedule_id: str) -> Record | None:
+        raw = self.txn.get("schedules", schedule_id.encode())
+        return self.codec.decode("ScheduleState", raw) if raw else None
 
     def _save(self, state: Record) -> None:
         self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
+
+    def _status(self, occurrence_id: str) -> Record | None:
+        raw = self.txn.get("occurrences", occurrence_id.encode())
+        return self.codec.decode("OccurrenceStatus", raw) if raw else None
+
+    def _put_status(self, status: Record) -> None:
+        self.txn.put("occurrences", status["occurrence_id"].encode(), self.codec.encode("OccurrenceStatus", status))
+
+    def occurrence_status(self, occurrence_id: str) -> Record | None:
+        return self._status(occurrence_id)
+
+    def _track_running(self, schedule: Record, event: Record, finished: bool, now_ms: int) -> Record:
+        if schedule["spec"]["overlap_policy"] == overlap.ALLOW:
+            return schedule
+        others = [r for r in schedule["running"] if r["occurrence_id"] != event["occurrence_id"]]
+        if finished:
+            return {**schedule, "running": others}
+        mine = {"occurrence_id": event["occurrence_id"], "attempt_token": event["attempt_token"], "since_ms": now_ms}
+        return {**schedule, "running": [*others, mine]}
+
+    def _dead_letter(self, schedule: Record, status: Record, reason: str, now_ms: int) -> None:
+        occurrence = self._occurrence_record(schedule, status["occurrence_id"], status["scheduled_for_ms"],
+                                             status["scheduled_for_ms"], status["attempt"], None, False,
+                                             status["schedule_version"])
+        self.outbox.append((self.tenant_topic("dead-letters", schedule["tenant"], None),
+                            schedule["schedule_id"].encode(), self.codec.encode("DeadLetter", {
+                                "occurrence": occurrence, "history": status["attempts"], "reason": reason,
+                                "dead_at_ms": now_ms}), None))
+
+    # -- timeline -----------------------------------------------------------------
 
     def _drop_wake(self, state: Record) -> None:
         if state.get("next_fire_ms") is not None:
             self.txn.delete("timeline", timeline_keys.wake_key(state["next_fire_ms"], state["schedule_id"]))
 
-    def _drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
+    def _pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
         sid = state["schedule_id"]
         for ref in state.get("pending") or []:
             for lane in (DISPATCH, CATCH_UP):
                 key = timeline_keys.occurrence_key(lane, ref["due_ms"], sid, ref["scheduled_for_ms"])
-                if self.txn.get("timeline", key) is None:
-                    continue
-                self.txn.delete("timeline", key)
-                oid = occurrence_id(sid, state["version"], to_datetime(ref["scheduled_for_ms"]))
-                self._event(state, kind, f"version {state['version']} superseded", now_ms,
-                            occurrence_id=oid, scheduled_for_ms=ref["scheduled_for_ms"])
+                if self.txn.get("timeline", key) is not None:
+                    yield ref, key
 
-    def _live_pending(self, state: Record) -> list[Record]:
-        sid = state["schedule_id"]
-        return [ref for ref in state.get("pending") or []
-                if any(self.txn.get("timeline", timeline_keys.occurrence_key(
-                    lane, ref["due_ms"], sid, ref["scheduled_for_ms"])) is not None
-                    for lane in (DISPATCH, CATCH_UP))]
+    def _drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
+        for ref, key in list(self._pending_keys(state)):
+            entry = LocalEntry.unpack(self.txn.get("timeline", key) or b"")
+            self.txn.delete("timeline", key)
+            self._event(state, kind, f"version {state['version']} superseded", now_ms,
+                        occurrence_id=entry.occurrence_id, scheduled_for_ms=ref["scheduled_for_ms"])
+
+    def _occurrence_record(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int,
+                           attempt: int, dst_rule: str | None, catch_up: bool, version: int) -> Record:
+        spec = state["spec"]
+        return {"occurrence_id": oid, "schedule_id": state["schedule_id"], "tenant": state["tenant"],
+                "schedule_version": version, "scheduled_for_ms": scheduled_for_ms,
+                "available_at_ms": available_at_ms, "priority": spec["priority"], "payload": spec["payload"],
+                "attempt": attempt, "dst_rule": dst_rule, "catch_up": catch_up}
+
+    def _enqueue(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int, *, attempt: int,
+                 dst_rule: str | None, catch_up: bool, version: int | None = None) -> Record:
+        """Put one ready-to-send occurrence in the timeline; returns its ref for the schedule's pending list."""
+        spec = state["spec"]
+        version = state["version"] if version is None else version
+        sid, tenant = state["schedule_id"], state["tenant"]
+        topic = self.tenant_topic("occurrences", tenant, spec["priority"].lower())
+        lane = CATCH_UP if catch_up else DISPATCH
+        key = timeline_keys.occurrence_key(lane, available_at_ms, sid, scheduled_for_ms)
+        body = self.codec.encode("Occurrence", self._occurrence_record(
+            state, oid, scheduled_for_ms, available_at_ms, attempt, dst_rule, catch_up, version))
+        deadline = NO_DEADLINE if catch_up else available_at_ms + spec["max_lateness_ms"]
+        policy = spec["overlap_policy"]
+        self.txn.put("timeline", key, LocalEntry(tenant, sid, topic, oid, body, deadline, policy).pack())
+        self.timeline_changelog[key] = self.codec.encode("TimelineEntry", {
+            "schedule_id": sid, "tenant": tenant, "schedule_version": version, "occurrence_id": oid,
+            "scheduled_for_ms": scheduled_for_ms, "available_at_ms": available_at_ms,
+            "deadline_ms": None if catch_up else deadline, "overlap_policy": policy, "topic": topic,
+            "lane": "CATCH_UP" if catch_up else "STRICT", "occurrence": body,
+        })
+        return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms}
 
     def _materialize(self, state: Record, cursor_ms: int, now_ms: int) -> Record:
         spec = compile_spec(state["spec"])
-        sid, version, spec_record = state["schedule_id"], state["version"], state["spec"]
-        planned = materialize.plan(spec, spec_record, sid, version, cursor_ms, state["fired_count"],
-                                   now_ms, self.horizon_ms)
+        planned = materialize.plan(spec, state["spec"], state["schedule_id"], state["version"], cursor_ms,
+                                   state["fired_count"], now_ms, self.horizon_ms)
         if planned.misfire is not None:
             self._emit_missed(state, planned.misfire, "MISSED", "later than max_lateness (misfire policy)", now_ms)
-        pending = self._live_pending(state)
-        priority = spec_record.get("priority", "NORMAL")
-        topic = self.tenant_topic("occurrences", state["tenant"], priority.lower())
-        max_lateness_ms = spec_record.get("max_lateness_ms", 0)
+        pending = [ref for ref, _ in self._pending_keys(state)]
         for occ in planned.occurrences:
-            lane = CATCH_UP if occ.catch_up else DISPATCH
-            key = timeline_keys.occurrence_key(lane, occ.available_at_ms, sid, occ.scheduled_for_ms)
-            body = self.codec.encode("Occurrence", {
-                "occurrence_id": occ.occurrence_id, "schedule_id": sid, "tenant": state["tenant"],
-                "schedule_version": version, "scheduled_for_ms": occ.scheduled_for_ms,
-                "available_at_ms": occ.available_at_ms, "priority": priority,
-                "payload": spec_record.get("payload", b""), "attempt": 1, "dst_rule": occ.dst_rule,
-                "catch_up": occ.catch_up,
-            })
-            deadline = NO_DEADLINE if occ.catch_up else occ.available_at_ms + max_lateness_ms
-            self.txn.put("timeline", key, LocalEntry(state["tenant"], sid, topic, body, deadline).pack())
-            self.timeline_changelog[key] = self.codec.encode("TimelineEntry", {
-                "schedule_id": sid, "tenant": state["tenant"], "schedule_version": version,
-                "occurrence_id": occ.occurrence_id, "scheduled_for_ms": occ.scheduled_for_ms,
-                "available_at_ms": occ.available_at_ms, "topic": topic,
-                "deadline_ms": None if occ.catch_up else deadline,
-                "lane": "CATCH_UP" if occ.catch_up else "STRICT", "occurrence": body,
-            })
-            pending.append({"due_ms": occ.available_at_ms, "scheduled_for_ms": occ.scheduled_for_ms})
+            pending.append(self._enqueue(state, occ.occurrence_id, occ.scheduled_for_ms, occ.available_at_ms,
+                                         attempt=1, dst_rule=occ.dst_rule, catch_up=occ.catch_up))
         state = {**state, "pending": pending, "next_fire_ms": planned.next_fire_ms,
                  "fired_count": planned.fired_count}
         if planned.next_fire_ms is not None:
-            self.txn.put("timeline", timeline_keys.wake_key(planned.next_fire_ms, sid), b"")
+            self.txn.put("timeline", timeline_keys.wake_key(planned.next_fire_ms, state["schedule_id"]), b"")
         self._save(state)
         return state
 
@@ -211,28 +316,24 @@ class SchedulerTask:
         oldest of them on is planned again; the occurrence ids are the same, so
         entries that are still on time come back unchanged.
         """
-        raw = self.txn.get("schedules", schedule_id.encode())
-        if raw is None:
+        state = self._schedule(schedule_id)
+        if state is None:
             return
-        state = self.codec.decode("ScheduleState", raw)
-        pending = self._live_pending(state)
+        pending = list(self._pending_keys(state))
         if not pending:
             return
-        for ref in pending:
-            for lane in (DISPATCH, CATCH_UP):
-                self.txn.delete("timeline", timeline_keys.occurrence_key(
-                    lane, ref["due_ms"], schedule_id, ref["scheduled_for_ms"]))
+        for _, key in pending:
+            self.txn.delete("timeline", key)
         self._drop_wake(state)
-        cursor_ms = min(ref["scheduled_for_ms"] for ref in pending) - 1
+        cursor_ms = min(ref["scheduled_for_ms"] for ref, _ in pending) - 1
         state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
         self._materialize(state, cursor_ms, now_ms)
 
     def _emit_missed(self, state: Record, decision: MisfireDecision, kind: str, reason: str, now_ms: int) -> None:
         sid, version = state["schedule_id"], state["version"]
         for fire in decision.missed:
-            at_ms = to_ms(fire.scheduled_for)
             self._event(state, kind, reason, now_ms, occurrence_id=occurrence_id(sid, version, fire.scheduled_for),
-                        scheduled_for_ms=at_ms)
+                        scheduled_for_ms=to_ms(fire.scheduled_for))
         rest = decision.missed_count - len(decision.missed)
         if rest > 0 and decision.missed_first is not None:
             last_ms = (to_ms(decision.missed[0].scheduled_for) - 1 if decision.missed
@@ -262,19 +363,17 @@ class SchedulerTask:
             if not self.txn.is_deleted("timeline", key):
                 due.append(key)
         for key in due:
-            sid = timeline_keys.wake_schedule_id(key)
-            raw = self.txn.get("schedules", sid.encode())
             self.txn.delete("timeline", key)
-            if raw is None:
-                continue
-            state = self.codec.decode("ScheduleState", raw)
-            if state["state"] != "ACTIVE" or state.get("next_fire_ms") != timeline_keys.due_ms_of(key):
+            state = self._schedule(timeline_keys.wake_schedule_id(key))
+            if state is None or state["state"] != "ACTIVE" or state.get("next_fire_ms") != timeline_keys.due_ms_of(key):
                 continue
             self.ensure_tenant(state["tenant"])
             self._materialize(state, state["next_fire_ms"] - 1, now_ms)
         return len(due)
 
-    def due(self, lane: bytes, now_ms: int) -> Iterator[tuple[bytes, LocalEntry]]:
+    # -- dispatch -----------------------------------------------------------------
+
+    def due(self, lane: bytes, now_ms: int) -> Iterator[Due]:
         """Entries of `lane` due by `now_ms`, in due order, skipping those dropped in this transaction."""
         bound = timeline_keys.lane_bound(lane, now_ms)
         first = True
@@ -288,8 +387,35 @@ class SchedulerTask:
                 continue
             yield key, LocalEntry.unpack(value)
 
-    def dispatched(self, key: bytes) -> None:
+    def admit_overlapping(self, schedule_id: str, due: list[Due], now_ms: int) -> list[Due]:
+        """Apply the schedule's overlap policy to its due entries; returns those that may be sent now."""
+        state = self._schedule(schedule_id)
+        if state is None:
+            return due
+        spec = state["spec"]
+        running = overlap.live_running(state["running"], spec["run_timeout_ms"], now_ms)
+        if len(running) != len(state["running"]):
+            state = {**state, "running": running}
+            self._save(state)
+        admission = overlap.admit(spec["overlap_policy"], bool(running), due)
+        for key, entry in admission.skip:
+            self.txn.delete("timeline", key)
+            self._put_status({"occurrence_id": entry.occurrence_id, "schedule_id": schedule_id,
+                              "tenant": state["tenant"], "schedule_version": state["version"],
+                              "scheduled_for_ms": timeline_keys.scheduled_for_ms_of(key),
+                              "state": "SKIPPED_OVERLAP", "attempt": 1, "attempt_token": None,
+                              "next_attempt_at_ms": None, "attempts": [], "updated_at_ms": now_ms})
+            self._event(state, "SKIPPED_OVERLAP", "a previous occurrence was still running", now_ms,
+                        occurrence_id=entry.occurrence_id, scheduled_for_ms=timeline_keys.scheduled_for_ms_of(key))
+        return admission.send
+
+    def dispatched(self, key: bytes, entry: LocalEntry, now_ms: int) -> None:
         self.txn.delete("timeline", key)
+        if entry.overlap != overlap.ALLOW:
+            state = self._schedule(entry.schedule_id)
+            if state is not None:
+                mine = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
+                self._save({**state, "running": [*state["running"], mine]})
 
     def has_wake_due(self, limit_ms: int) -> bool:
         for key in self.store.keys_from("timeline", WAKE):

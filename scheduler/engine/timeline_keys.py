@@ -51,6 +51,10 @@ def wake_schedule_id(key: bytes) -> str:
     return key[9:].decode()
 
 
+_OVERLAP_CODES = {"ALLOW": 0, "SKIP_IF_RUNNING": 1, "QUEUE_ONE": 2}
+_OVERLAP_NAMES = {code: name for name, code in _OVERLAP_CODES.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class LocalEntry:
     """What dispatch needs of a timeline entry, nothing more."""
@@ -58,24 +62,28 @@ class LocalEntry:
     tenant: str
     schedule_id: str
     topic: str
+    occurrence_id: str
     occurrence: bytes
     deadline_ms: int = NO_DEADLINE
+    overlap: str = "ALLOW"
 
     def pack(self) -> bytes:
-        parts = [s.encode() for s in (self.tenant, self.schedule_id, self.topic)]
-        head = _MS.pack(self.deadline_ms) + b"".join(_LEN.pack(len(p)) + p for p in parts)
+        parts = [s.encode() for s in (self.tenant, self.schedule_id, self.topic, self.occurrence_id)]
+        head = _MS.pack(self.deadline_ms) + bytes([_OVERLAP_CODES[self.overlap]])
+        head += b"".join(_LEN.pack(len(p)) + p for p in parts)
         return head + _BODY_LEN.pack(len(self.occurrence)) + self.occurrence
 
     @classmethod
     def unpack(cls, data: bytes) -> "LocalEntry":
-        fields: list[str] = []
         (deadline_ms,) = _MS.unpack_from(data, 0)
-        pos = 8
-        for _ in range(3):
+        overlap = _OVERLAP_NAMES[data[8]]
+        fields: list[str] = []
+        pos = 9
+        for _ in range(4):
             (n,) = _LEN.unpack_from(data, pos)
             pos += 2
             fields.append(data[pos : pos + n].decode())
             pos += n
         (n,) = _BODY_LEN.unpack_from(data, pos)
         pos += 4
-        return cls(fields[0], fields[1], fields[2], data[pos : pos + n], deadline_ms)
+        return cls(fields[0], fields[1], fields[2], fields[3], data[pos : pos + n], deadline_ms, overlap)

@@ -40,7 +40,8 @@ def configure_share_group(bootstrap: str, group_id: str) -> None:
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
         for name, value in SHARE_GROUP_CONFIG.items()
     ])
-    admin_client(bootstrap).incremental_alter_configs([resource])[resource].result(timeout=30)
+    admin = admin_client(bootstrap)  # must outlive the request, or the future fails as destroyed
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
 
 def acknowledgement(outcome: dict[str, object]) -> int:

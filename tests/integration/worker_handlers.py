@@ -21,7 +21,10 @@ def _note(occurrence: Occurrence, ctx: AttemptContext, **extra: object) -> None:
 
 
 def record(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """Succeeds; a payload of b"slow" takes two seconds after noting the call."""
     _note(occurrence, ctx, scheduled_for=occurrence.scheduled_for.isoformat())
+    if occurrence.payload == b"slow":
+        time.sleep(2)
 
 
 def by_payload(occurrence: Occurrence, ctx: AttemptContext) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from scheduler.admin import ensure_topics
 from scheduler.codec import Codec
@@ -147,3 +147,19 @@ def handled(workdir: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def attempt_partitions(bootstrap: str, prefix: str, expected: int, timeout: float = 30) -> list[tuple[str, int]]:
+    """(key, partition) of the first `expected` committed attempt events."""
+    topic = TOPOLOGY.topic_name("attempts", prefix)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-partitions",
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(TOPOLOGY.schedule_partitions)])
+    seen: list[tuple[str, int]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(seen) < expected and time.monotonic() < deadline:
+            seen.extend((m.key().decode(), m.partition()) for m in consumer.consume(100, 0.3) if m.error() is None)
+    finally:
+        consumer.close()
+    return seen

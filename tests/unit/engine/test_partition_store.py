@@ -47,5 +47,5 @@ def test_timeline_keys_sort_by_lane_then_due_time():
 
 
 def test_local_entry_round_trips():
-    entry = LocalEntry("tenant-ä", "s1", "sched.occurrences.t.high", b"\x00\xffbody")
+    entry = LocalEntry("tenant-ä", "s1", "sched.occurrences.t.high", "occ-1", b"\x00\xffbody", 1234, "QUEUE_ONE")
     assert LocalEntry.unpack(entry.pack()) == entry

@@ -1,0 +1,98 @@
+"""What an attempt event does to its occurrence: pure decisions, no Kafka, no clock.
+
+The attempt token fences the scheduler's own state: a result carrying a token
+that is not the occurrence's current one (a timed-out, superseded attempt) is
+ignored. It cannot undo a side effect the stale worker already made; that is
+what idempotent handlers keyed by occurrence_id are for.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.timing.jitter import available_at
+
+Record = dict[str, Any]
+HISTORY_LIMIT = 20
+MAX_BACKOFF_MS = 3_600_000
+FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELED", "MISSED", "SKIPPED_OVERLAP"})
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    status: Record | None                 # the new OccurrenceStatus; None: the event changes nothing
+    retry_at_ms: int | None = None        # dispatch attempt + 1 at this instant
+    dead_reason: str | None = None        # send to the dead letters with this reason
+    finished: bool = False                # the occurrence no longer runs (overlap policies)
+    ignored_reason: str | None = None
+
+
+def new_status(event: Record, now_ms: int) -> Record:
+    return {
+        "occurrence_id": event["occurrence_id"], "schedule_id": event["schedule_id"], "tenant": event["tenant"],
+        "schedule_version": event["schedule_version"], "scheduled_for_ms": event["scheduled_for_ms"],
+        "state": "ENQUEUED", "attempt": event["attempt"], "attempt_token": None, "next_attempt_at_ms": None,
+        "attempts": [], "updated_at_ms": now_ms,
+    }
+
+
+def retry_at_ms(occurrence_id: str, attempt: int, base_ms: int, now_ms: int) -> int:
+    """Exponential backoff with full jitter, from a stable hash so every replica computes the same instant."""
+    window = min(MAX_BACKOFF_MS, base_ms * 2 ** max(0, attempt - 1))
+    return to_ms(available_at(f"{occurrence_id}/{attempt}", to_datetime(now_ms), timedelta(milliseconds=window)))
+
+
+def _with(status: Record, event: Record, now_ms: int, **fields: Any) -> Record:
+    history = [*status["attempts"], event][-HISTORY_LIMIT:]
+    return {**status, **fields, "attempts": history, "updated_at_ms": now_ms}
+
+
+def apply_attempt(event: Record, status: Record | None, schedule: Record | None, now_ms: int,
+                  retry_budget_left: bool) -> AttemptOutcome:
+    status = status or new_status(event, now_ms)
+    kind = event["kind"]
+    token = event["attempt_token"]
+    if event["attempt"] < status["attempt"]:
+        return AttemptOutcome(None, ignored_reason=f"attempt {event['attempt']} superseded by {status['attempt']}")
+    if kind == "STARTED":
+        if status["state"] in FINISHED and event["attempt"] == status["attempt"]:
+            return AttemptOutcome(None, ignored_reason=f"occurrence already {status['state']}")
+        return AttemptOutcome(_with(status, event, now_ms, state="RUNNING", attempt=event["attempt"],
+                                    attempt_token=token, next_attempt_at_ms=None))
+    if kind == "HEARTBEAT":
+        if token != status["attempt_token"]:
+            return AttemptOutcome(None, ignored_reason="heartbeat of a superseded attempt")
+        return AttemptOutcome({**status, "updated_at_ms": now_ms})
+    if kind == "SKIPPED_STALE":
+        return AttemptOutcome(_with(status, event, now_ms, state="CANCELED"), finished=True)
+    if kind not in ("SUCCEEDED", "FAILED"):
+        return AttemptOutcome(None, ignored_reason=f"unknown attempt event kind {kind!r}")
+    if token != status["attempt_token"]:
+        return AttemptOutcome(None, ignored_reason="result of a superseded attempt")
+    if kind == "SUCCEEDED":
+        return AttemptOutcome(_with(status, event, now_ms, state="SUCCEEDED"), finished=True)
+    return _failed(event, status, schedule, now_ms, retry_budget_left)
+
+
+def _failed(event: Record, status: Record, schedule: Record | None, now_ms: int,
+            retry_budget_left: bool) -> AttemptOutcome:
+    def dead(reason: str) -> AttemptOutcome:
+        return AttemptOutcome(_with(status, event, now_ms, state="DEAD"), dead_reason=reason, finished=True)
+
+    if not event["retryable"]:
+        return dead(f"permanent error: {event['error_class']}: {event['error_message']}")
+    if schedule is None or schedule["version"] != event["schedule_version"] or schedule["state"] != "ACTIVE":
+        return AttemptOutcome(_with(status, event, now_ms, state="CANCELED"), finished=True,
+                              ignored_reason="no retry: the schedule changed since this occurrence")
+    spec = schedule["spec"]
+    if event["attempt"] >= spec["max_attempts"]:
+        return dead(f"attempts exhausted ({event['attempt']} of {spec['max_attempts']}): {event['error_class']}")
+    at_ms = retry_at_ms(event["occurrence_id"], event["attempt"], spec["retry_backoff_ms"], now_ms)
+    if at_ms > event["scheduled_for_ms"] + spec["occurrence_deadline_ms"]:
+        return dead("occurrence deadline passed")
+    if not retry_budget_left:
+        return dead("tenant retry budget exhausted")
+    return AttemptOutcome(_with(status, event, now_ms, state="RETRY_WAIT", attempt_token=None,
+                                next_attempt_at_ms=at_ms), retry_at_ms=at_ms, finished=True)

@@ -1,0 +1,103 @@
+"""`once` on a real PostgreSQL server (started here with initdb/pg_ctl; skipped when none is installed)."""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scheduler.broker.local import free_port
+from scheduler.worker import ensure_table, once
+
+psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
+pytestmark = pytest.mark.integration
+
+
+def _server_binaries() -> Path | None:
+    for candidate in [shutil.which("pg_ctl"), *sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))]:
+        if candidate and Path(candidate).exists() and (Path(candidate).resolve().parent / "initdb").exists():
+            return Path(candidate).resolve().parent
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres_dsn() -> Iterator[str]:
+    binaries = _server_binaries()
+    if binaries is None:
+        pytest.skip("no PostgreSQL server binaries (pg_ctl, initdb): install Debian's postgresql package")
+    run_as: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server as")
+        run_as = ["runuser", "-u", "postgres", "--"]
+    data = Path(tempfile.mkdtemp(prefix="pg-once-"))
+    if run_as:
+        shutil.chown(data, "postgres", "postgres")
+    port = free_port()
+    subprocess.run([*run_as, str(binaries / "initdb"), "-D", str(data / "db"), "-U", "postgres", "--auth=trust",
+                    "--no-sync"], check=True, capture_output=True)
+    subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
+                    "-o", f"-p {port} -k {data} -c listen_addresses=''", "start"], check=True, capture_output=True)
+    try:
+        yield f"host={data} port={port} user=postgres dbname=postgres"
+    finally:
+        subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_postgres_marker_commits_with_the_side_effect_and_a_duplicate_is_a_no_op(postgres_dsn: str) -> None:
+    with psycopg.connect(postgres_dsn) as conn:
+        ensure_table(conn)
+        conn.execute("CREATE TABLE effects (occurrence_id TEXT NOT NULL)")
+        conn.commit()
+        for _ in range(2):
+            with conn.transaction():
+                with once(conn, "occ-1") as fresh:
+                    if fresh:
+                        conn.execute("INSERT INTO effects VALUES (%s)", ("occ-1",))
+        with pytest.raises(RuntimeError):
+            with conn.transaction():
+                with once(conn, "occ-2") as fresh:
+                    assert fresh
+                    conn.execute("INSERT INTO effects VALUES (%s)", ("occ-2",))
+                    raise RuntimeError("handler failed after its write")
+        rows = conn.execute("SELECT occurrence_id FROM effects ORDER BY 1").fetchall()
+        markers = conn.execute("SELECT occurrence_id FROM scheduler_processed_occurrences ORDER BY 1").fetchall()
+    assert rows == [("occ-1",)]
+    assert markers == [("occ-1",)]  # the failed attempt left no marker, so its retry runs
+
+
+def test_postgres_concurrent_duplicate_deliveries_run_the_side_effect_once(postgres_dsn: str) -> None:
+    with psycopg.connect(postgres_dsn) as setup:
+        ensure_table(setup)
+        setup.execute("CREATE TABLE IF NOT EXISTS concurrent_effects (occurrence_id TEXT NOT NULL)")
+        setup.commit()
+    barrier = threading.Barrier(4)
+    fresh_seen: list[bool] = []
+
+    def deliver() -> None:
+        with psycopg.connect(postgres_dsn) as conn, conn.transaction():
+            barrier.wait()
+            with once(conn, "occ-concurrent") as fresh:
+                fresh_seen.append(fresh)
+                if fresh:
+                    conn.execute("INSERT INTO concurrent_effects VALUES (%s)", ("occ-concurrent",))
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    with psycopg.connect(postgres_dsn) as conn:
+        count = conn.execute("SELECT COUNT(*) FROM concurrent_effects").fetchone()[0]
+    assert sorted(fresh_seen) == [False, False, False, True]
+    assert count == 1
