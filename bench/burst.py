@@ -47,6 +47,7 @@ PRIORITY = "HIGH"
 PAYLOAD = b'{"job": "bench", "n": 0}'
 LARGE = "big"
 CALIBRATION_TENANT = "calib"
+IDLE_TENANT = "idle"
 TXN_RECORDS = 20_000  # the engine's default dispatch_budget: one transaction per loop turn at full load
 # The header of each record the reader writes: seen_ms, kafka timestamp, topic index, value length.
 _FRAME = struct.Struct(">qqHI")
@@ -184,6 +185,14 @@ class BurstConfig:
     margin_s: float
     profile: bool
     extra_engine_args: list[str] = field(default_factory=list)
+    idle: int = 0                # schedules due beyond the horizon, loaded before the burst
+    measure_state: bool = False  # state bytes per schedule and restore time from the changelog
+
+
+@dataclass
+class BurstResult:
+    report: Path
+    summary: dict[str, Any]
 
 
 @dataclass
@@ -200,7 +209,7 @@ class Engine:
     """`scheduler run` as a child process, with its log next to the other run files."""
 
     def __init__(self, bootstrap: str, prefix: str, workdir: Path, args: list[str]) -> None:
-        self.log_path = workdir / "engine.log"
+        self.log_path = workdir / f"engine-{time.time_ns()}.log"
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "run", "--instance-id", "bench", "--state-dir",
@@ -283,7 +292,38 @@ def decode_arrivals(path: Path, topics: list[str]) -> tuple[list[Arrival], Count
     return arrivals, per_topic
 
 
-def run(config: BurstConfig) -> Path:
+def dir_bytes(path: Path, name_prefix: str = "") -> int:
+    return sum(f.stat().st_size for d in path.iterdir() if d.name.startswith(name_prefix)
+               for f in (d.rglob("*") if d.is_dir() else [d]) if f.is_file()) if path.exists() else 0
+
+
+def measure_state(bootstrap: str, prefix: str, workdir: Path, engine: Engine, engine_args: list[str],
+                  own_broker: bool, schedules: int) -> tuple[dict[str, Any], Engine]:
+    """Bytes of RocksDB and changelog per schedule, then the time to rebuild the deleted local state."""
+    engine.stop()
+    state_bytes = dir_bytes(workdir / "state")
+    changelog = {}
+    if own_broker:
+        for key in ("schedules", "timeline-changelog"):
+            name = TOPOLOGY.topic_name(key, prefix)
+            changelog[key] = dir_bytes(workdir / "kafka" / "kraft", name + "-")
+    shutil.rmtree(workdir / "state")
+    port = free_port()
+    args = [a if engine_args[i - 1] != "--metrics-port" else str(port) for i, a in enumerate(engine_args)]
+    started = time.monotonic()
+    restarted = Engine(bootstrap, prefix, workdir, args)
+    restarted.wait_assigned(timeout=1800)
+    wall = time.monotonic() - started
+    metrics = scrape(port)
+    result = {
+        "schedules": schedules, "rocksdb_bytes": state_bytes, "changelog_bytes": changelog,
+        "restore_wall_s": wall, "restore_s": metrics.get("scheduler_restore_seconds_sum", 0.0),
+        "restored_records": metrics.get("scheduler_restore_records_total", 0.0),
+    }
+    return result, restarted
+
+
+def run(config: BurstConfig) -> BurstResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{config.name}-"))
     broker = None
     bootstrap = config.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
@@ -300,7 +340,8 @@ def run(config: BurstConfig) -> Path:
         schedule_owner = owners(config.count, config.tenants, config.large_share)
         tenants = list(dict.fromkeys([LARGE, *sorted(set(schedule_owner))]))
         started = time.monotonic()
-        ensure_topics(bootstrap, TOPOLOGY, prefix, tenants=[*tenants, CALIBRATION_TENANT], timeout=120)
+        ensure_topics(bootstrap, TOPOLOGY, prefix, tenants=[*tenants, CALIBRATION_TENANT, IDLE_TENANT],
+                      timeout=120)
         print(f"topics for {len(tenants)} tenants created in {time.monotonic() - started:.1f}s "
               f"(prefix {prefix})", file=sys.stderr)
         # Until T is known, the horizon must already cover it: the lead is not known yet, so be generous.
@@ -320,8 +361,15 @@ def run(config: BurstConfig) -> Path:
         reader.start()
 
         with SchedulerClient(bootstrap, prefix, timeout_s=600) as client:
+            idle_rate = None
+            if config.idle:
+                far = (math.ceil(time.time()) + 60 * 86400) * 1000
+                idle_s = create_all(client, [(f"idle-{n:08d}", IDLE_TENANT) for n in range(config.idle)], far, 0,
+                                    "idle")
+                idle_rate = config.idle / idle_s
             lead_s = config.lead_s
             calibration_rate = None
+            calibrated = 0
             if lead_s is None:
                 # A warm-up round, then a measured one; both stay as idle schedules (due beyond the horizon).
                 far = (math.ceil(time.time()) + 30 * 86400) * 1000
@@ -329,6 +377,7 @@ def run(config: BurstConfig) -> Path:
                 calibration = [(f"cal-{n:06d}", CALIBRATION_TENANT) for n in range(k + k // 4)]
                 create_all(client, calibration[:k // 4], far, 0, "warm-up")
                 calibration_rate = k / create_all(client, calibration[k // 4:], far, 0, "calibrate")
+                calibrated = len(calibration)
                 lead_s = config.count / calibration_rate * 1.3 + config.margin_s
             due_ms = (math.ceil(time.time() + lead_s)) * 1000
             print(f"T = {rfc3339(due_ms)} (in {lead_s:.0f}s"
@@ -379,11 +428,18 @@ def run(config: BurstConfig) -> Path:
         if profiler is not None:
             profiler.wait(600)
 
+        state = None
+        if config.measure_state:
+            print("state: measuring bytes, then restoring from the changelog ...", file=sys.stderr)
+            state, engine = measure_state(bootstrap, prefix, workdir, engine, engine_args, broker is not None,
+                                          config.count + config.idle + calibrated)
+            state["create_rate"] = idle_rate or config.count / load_s
         arrivals, per_topic = decode_arrivals(arrivals_path, topics)
+        summary: dict[str, Any] = {"idle": config.idle, "idle_create_rate": idle_rate, "state": state}
         report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, arrivals,
                          per_topic, ceiling_result, workdir / "profile.txt" if config.profile else None,
-                         engine_args, engine_metrics)
-        return report
+                         engine_args, engine_metrics, summary)
+        return BurstResult(report, summary)
     finally:
         if reader is not None and stop is not None:
             stop.set()
@@ -406,7 +462,7 @@ def run(config: BurstConfig) -> Path:
 def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_s: float,
             calibration_rate: float | None, expected: dict[str, tuple[str, int]], arrivals: list[Arrival],
             per_topic: Counter[str], ceiling: dict[str, Any], profile_path: Path | None,
-            engine_args: list[str], engine_metrics: dict[str, float]) -> Path:
+            engine_args: list[str], engine_metrics: dict[str, float], summary: dict[str, Any]) -> Path:
     first_seen: dict[str, Arrival] = {}
     duplicates = 0
     for a in arrivals:
@@ -428,9 +484,12 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     dispatch_s = max(0.001, (last_seen - due_ms) / 1000)
     engine_rate = len(ok) / dispatch_s
     ceiling_rate = ceiling["records"] / ceiling["seconds"]
+    summary.update(count=len(expected), arrived=len(ok), missing=len(missing), unexpected=len(unexpected),
+                   p50_ms=percentile(seen_lag, 0.5), p99_ms=percentile(seen_lag, 0.99),
+                   max_ms=seen_lag[-1] if seen_lag else 0, engine_rate=engine_rate, ceiling_rate=ceiling_rate)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = f"{config.name}-{config.count}"
+    stem = f"{config.name}-{config.count}" + (f"-idle{config.idle}" if config.idle else "")
     plots = plot(stem, config, due_ms, ok, expected)
     lines = [
         f"# bench/{config.name}: {config.count:,} one-shot schedules due at the same instant",
@@ -446,6 +505,8 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         f"- creates: {config.count:,} accepted in {load_s:.1f}s ({config.count / load_s:,.0f}/s end to end)"
         + (f"; calibrated create rate beforehand {calibration_rate:,.0f}/s" if calibration_rate else ""),
         f"- T = {rfc3339(due_ms)}; loading finished {(due_ms - loaded_ms) / 1000:.1f}s before T",
+        f"- idle schedules (due in 60 days, beyond the horizon) loaded first: {config.idle:,}"
+        + (f" at {summary['idle_create_rate']:,.0f} creates/s" if summary.get("idle_create_rate") else ""),
         "",
         "## Completeness",
         "",

@@ -19,8 +19,8 @@ def main() -> int:
     args = p.parse_args()
     report = run(BurstConfig("flex", args.count, args.tenants, args.large_share, int(args.window * 1000),
                              args.bootstrap, args.lead, args.margin, args.profile, args.engine_arg))
-    print(report.read_text())
-    print(f"report: {report}", file=sys.stderr)
+    print(report.report.read_text())
+    print(f"report: {report.report}", file=sys.stderr)
     return 0
 
 

@@ -16,8 +16,8 @@ def main() -> int:
     args = parser(__doc__ or "", 500_000).parse_args()
     report = run(BurstConfig("peak", args.count, args.tenants, args.large_share, 0, args.bootstrap, args.lead,
                              args.margin, args.profile, args.engine_arg))
-    print(report.read_text())
-    print(f"report: {report}", file=sys.stderr)
+    print(report.report.read_text())
+    print(f"report: {report.report}", file=sys.stderr)
     return 0
 
 
