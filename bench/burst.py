@@ -397,15 +397,17 @@ def run(config: BurstConfig) -> BurstResult:
 
         span_s = config.window_ms / 1000
         metrics_before = scrape(metrics_port)
-        if config.profile:
-            duration = int(max(5, (due_ms - now_ms()) / 1000 + span_s + 10 + config.count / 20_000))
-            profiler = subprocess.Popen(
-                [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(engine.proc.pid), "--rate", "50", "--format", "raw",
-                 "--duration", str(duration), "-o", str(workdir / "profile.txt")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = due_ms / 1000 + span_s + max(120.0, config.count / 2000)
         while counter.value < config.count and time.time() < deadline:
             until_t = due_ms / 1000 - time.time()
+            if config.profile and profiler is None and until_t < 1.0:
+                # From just before T until dispatch ends: the idle wait before T would only dilute it.
+                duration = int(max(5, span_s + 5 + config.count / 10_000))
+                profiler = subprocess.Popen(
+                    [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(engine.proc.pid),
+                     "--rate", "50", "--format", "raw", "--duration", str(duration),
+                     "-o", str(workdir / "profile.txt")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             note = f"T{'-' if until_t > 0 else '+'}{abs(until_t):.1f}s"
             progress("dispatch", min(counter.value, config.count), config.count, note)
             time.sleep(0.2)
@@ -416,6 +418,9 @@ def run(config: BurstConfig) -> BurstResult:
         reader.join(30)
         metrics_after = scrape(metrics_port)
         engine_metrics = {k: metrics_after[k] - metrics_before.get(k, 0.0) for k in metrics_after}
+        time.sleep(5.0)  # nothing is due now: what does the engine cost at rest after the burst?
+        engine_metrics["idle_cpu_share"] = (scrape(metrics_port).get("process_cpu_seconds_total", 0.0)
+                                            - metrics_after.get("process_cpu_seconds_total", 0.0)) / 5.0
 
         print("ceiling: producing the same records transactionally ...", file=sys.stderr)
         ceiling_plan = list(Counter(schedule_owner).items())
@@ -586,6 +591,7 @@ def engine_metrics_section(delta: dict[str, float]) -> list[str]:
         f"- occurrences dispatched: {delta.get('scheduler_occurrences_dispatched_total', 0.0):,.0f}; "
         f"mean schedule lag (due instant to commit) "
         f"{delta.get('scheduler_schedule_lag_seconds_sum', 0.0) / lag_n if lag_n else 0:.2f}s",
+        f"- engine CPU in the 5 s after the dispatch, with nothing due: {delta.get('idle_cpu_share', 0.0):.0%} of a core",
         f"- held back by tenant rate limits: {delta.get('scheduler_tenant_held_back_total', 0.0):,.0f}; "
         f"engine RSS change over the dispatch {delta.get('process_resident_memory_bytes', 0.0) / 2**20:+,.0f} MiB",
         "",

@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "scheduler.engine.cli",
     "scheduler.demo",
     "scheduler.worker.cli",
+    "scheduler.control_cli",
 )
 
 

@@ -7,21 +7,30 @@ cron, an unknown zone) is rejected before anything is sent.
 """
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scheduler.codec import Codec
+from scheduler.engine import instants
 from scheduler.engine.specs import compile_spec
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import SpecError
-from scheduler.topology import Topology
+from scheduler.topology import InvalidNameError, Topology, validate_name_part
+from scheduler.views import CompactedView, OccurrenceView, ScheduleView
 
 Record = dict[str, Any]
+
+PREVIEW_COUNT = 5
+MAX_PREVIEW = 1000
+MAX_BACKFILL_FIRES = 1000  # the engine rejects a larger BACKFILL with INVALID_SPEC
+OVERLAP_POLICIES = frozenset({"ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"})
 
 SPEC_DEFAULTS: Record = {
     "kind": "CRON", "expression": "", "time_zone": "UTC", "anchor_at_ms": None, "start_at_ms": None,
@@ -33,7 +42,7 @@ SPEC_DEFAULTS: Record = {
 
 
 class SchedulerError(Exception):
-    """A command the scheduler rejected; `reason` is its reason code."""
+    """A command the scheduler rejected (or could not answer); `reason` is its reason code."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(f"{reason}: {message}")
@@ -41,9 +50,51 @@ class SchedulerError(Exception):
         self.message = message
 
 
-class CommandTimeout(SchedulerError):
+class ValidationError(SchedulerError):
+    """The request is invalid (spec, zone, names, ranges); found locally or by the engine."""
+
+
+class NotFound(SchedulerError):
+    """No such schedule or occurrence for this tenant (another tenant's is not found either)."""
+
+
+class Conflict(SchedulerError):
+    """The schedule's state forbids the change (it exists already, it is canceled, ...)."""
+
+
+class VersionConflict(Conflict):
+    """expected_version is not the schedule's current version."""
+
+
+class QuotaExceeded(SchedulerError):
+    """A tenant quota (e.g. max_active_schedules) refused the command."""
+
+
+class Unavailable(SchedulerError):
+    """The scheduler's topics are missing or the cluster cannot be reached."""
+
+
+class CommandTimeout(Unavailable):
     def __init__(self, command_id: str) -> None:
         super().__init__("TIMEOUT", f"no result for command {command_id} in time")
+
+
+ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
+    "INVALID_SPEC": ValidationError,
+    "UNKNOWN_ZONE": ValidationError,
+    "MALFORMED_RECORD": ValidationError,
+    "UNKNOWN_SCHEDULE": NotFound,
+    "UNKNOWN_OCCURRENCE": NotFound,
+    "VERSION_CONFLICT": VersionConflict,
+    "ALREADY_EXISTS": Conflict,
+    "INVALID_STATE": Conflict,
+    "QUOTA": QuotaExceeded,
+}
+
+
+def error_for(reason: str, message: str) -> SchedulerError:
+    """The typed error of a rejection reason; unknown reasons stay a plain SchedulerError."""
+    return ERRORS_BY_REASON.get(reason, SchedulerError)(reason, message)
 
 
 def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any) -> Record:
@@ -59,11 +110,32 @@ def validate_spec(spec: Record) -> None:
         compile_spec(spec)
     except SpecError as exc:
         reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
-        raise SchedulerError(reason, f"{exc.field}: {exc.message}") from exc
+        raise ValidationError(reason, f"{exc.field}: {exc.message}") from exc
+
+
+def preview(spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None, fired_before: int = 0) -> list[int]:
+    """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
+    validate_spec(spec)
+    if not 0 <= count <= MAX_PREVIEW:
+        raise ValidationError("INVALID_SPEC", f"count: must be between 0 and {MAX_PREVIEW}")
+    after = int(time.time() * 1000) if after_ms is None else after_ms
+    fires = next_fires(compile_spec(spec), instants.to_datetime(after), count, fired_before)
+    return [instants.to_ms(f.scheduled_for) for f in fires]
+
+
+def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: str | None) -> None:
+    if from_ms > to_ms:
+        raise ValidationError("INVALID_SPEC", "backfill: the range starts after it ends")
+    if to_ms > now_ms:
+        raise ValidationError("INVALID_SPEC", "backfill: the range must lie in the past")
+    if overlap_override is not None and overlap_override not in OVERLAP_POLICIES:
+        raise ValidationError("INVALID_SPEC", f"overlap_override: one of {sorted(OVERLAP_POLICIES)}")
 
 
 @dataclass
 class SchedulerClient:
+    """Thread-safe: any number of threads may call it (the HTTP API does)."""
+
     bootstrap_servers: str
     prefix: str = "sched"
     timeout_s: float = 30.0
@@ -78,17 +150,37 @@ class SchedulerClient:
         self.consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
                                   "group.id": f"client-{uuid.uuid4()}", "enable.auto.commit": False,
                                   "isolation.level": "read_committed"})
-        partitions = self.consumer.list_topics(self.results_topic, timeout=10).topics[self.results_topic].partitions
+        try:
+            partitions = self.consumer.list_topics(self.results_topic, timeout=10).topics[self.results_topic].partitions
+        except KafkaException as exc:
+            self.consumer.close()
+            raise Unavailable("UNAVAILABLE", f"cannot reach the cluster: {exc}") from exc
         if not partitions:
             self.consumer.close()
-            raise SchedulerError("UNAVAILABLE", f"topic {self.results_topic} does not exist: "
-                                 "run `scheduler topics ensure` (or start a scheduler) first")
-        self.consumer.assign([TopicPartition(self.results_topic, p, OFFSET_END) for p in partitions])
+            raise Unavailable("UNAVAILABLE", f"topic {self.results_topic} does not exist: "
+                              "run `scheduler topics ensure` (or start a scheduler) first")
+        # Concrete end offsets, not OFFSET_END: a result produced before the first fetch resolved
+        # a logical offset would otherwise be skipped.
+        self.consumer.assign([TopicPartition(self.results_topic, p,
+                                             self.consumer.get_watermark_offsets(
+                                                 TopicPartition(self.results_topic, p), timeout=10)[1])
+                              for p in partitions])
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._outstanding: set[str] = set()
         self._results: dict[str, Record] = {}
+        self._views: dict[str, CompactedView] = {}
+        self._reader = threading.Thread(target=self._read_results, name="client-results", daemon=True)
+        self._reader.start()
 
     def close(self) -> None:
         self.producer.flush(10)
+        self._stop.set()
+        self._reader.join(10)
         self.consumer.close()
+        for view in self._views.values():
+            view.close()
 
     def __enter__(self) -> "SchedulerClient":
         return self
@@ -96,10 +188,53 @@ class SchedulerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -- views ------------------------------------------------------------------
+
+    def schedule_view(self) -> ScheduleView:
+        """The client's view of `<prefix>.schedules`, opened on first use."""
+        with self._lock:
+            if "schedules" not in self._views:
+                self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec)
+            return self._views["schedules"]  # type: ignore[return-value]
+
+    def occurrence_view(self) -> OccurrenceView:
+        with self._lock:
+            if "occurrences" not in self._views:
+                self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec)
+            return self._views["occurrences"]  # type: ignore[return-value]
+
+    def _caught_up(self, view: CompactedView) -> None:
+        if not view.wait_caught_up(self.timeout_s):
+            raise Unavailable("TIMEOUT", f"view of {view.topic} did not catch up in {self.timeout_s:g}s")
+
+    def get(self, tenant: str, schedule_id: str) -> Record:
+        """The schedule's current state (read-your-writes: the view is caught up first)."""
+        view = self.schedule_view()
+        self._caught_up(view)
+        state = view.get(tenant, schedule_id)
+        if state is None:
+            raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
+        return state
+
+    def list(self, tenant: str, state: str | None = None) -> list[Record]:
+        view = self.schedule_view()
+        self._caught_up(view)
+        return view.list(tenant, state)
+
+    def occurrence(self, tenant: str, occurrence_id: str) -> Record:
+        view = self.occurrence_view()
+        self._caught_up(view)
+        status = view.get(tenant, occurrence_id)
+        if status is None:
+            raise NotFound("UNKNOWN_OCCURRENCE", f"occurrence {occurrence_id!r} does not exist")
+        return status
+
     # -- commands ---------------------------------------------------------------
 
     def send(self, command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
-             idempotency_key: str | None = None, expected_version: int | None = None) -> str:
+             idempotency_key: str | None = None, expected_version: int | None = None,
+             occurrence_id: str | None = None, backfill_from_ms: int | None = None,
+             backfill_to_ms: int | None = None, overlap_override: str | None = None) -> str:
         """Produce one command without waiting; returns its command id."""
         if spec is not None:
             validate_spec(spec)
@@ -107,48 +242,120 @@ class SchedulerClient:
         command = {
             "command_id": command_id, "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
             "idempotency_key": idempotency_key, "expected_version": expected_version, "spec": spec,
-            "occurrence_id": None, "issued_at_ms": int(time.time() * 1000),
+            "occurrence_id": occurrence_id, "issued_at_ms": int(time.time() * 1000),
+            "backfill_from_ms": backfill_from_ms, "backfill_to_ms": backfill_to_ms,
+            "overlap_override": overlap_override,
         }
-        self.producer.produce(self.commands_topic, self.codec.encode("Command", command), schedule_id.encode())
+        value = self.codec.encode("Command", command)
+        with self._cond:
+            self._outstanding.add(command_id)
+        self.producer.produce(self.commands_topic, value, schedule_id.encode())
         self.producer.poll(0)
         return command_id
 
     def wait(self, command_ids: Iterable[str], timeout_s: float | None = None) -> dict[str, Record]:
+        """The results of `command_ids`, as the reader thread collects them."""
         wanted = set(command_ids)
         self.producer.flush(timeout_s or self.timeout_s)
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
-        while not wanted <= self._results.keys():
-            if time.monotonic() > deadline:
-                raise CommandTimeout(next(iter(wanted - self._results.keys())))
-            for msg in self.consumer.consume(1000, timeout=0.2):
-                if msg.error() is None:
-                    result = self.codec.decode("CommandResult", msg.value())
-                    self._results[result["command_id"]] = result
-        return {cid: self._results.pop(cid) for cid in wanted}
+        with self._cond:
+            try:
+                while not wanted <= self._results.keys():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise CommandTimeout(next(iter(wanted - self._results.keys())))
+                    self._cond.wait(left)
+                return {cid: self._results[cid] for cid in wanted}
+            finally:
+                self._outstanding -= wanted
+                for cid in wanted:
+                    self._results.pop(cid, None)
+
+    def _read_results(self) -> None:
+        """Keeps only the results of this client's outstanding commands (the topic carries everyone's)."""
+        while not self._stop.is_set():
+            first = self.consumer.poll(0.1)
+            if first is None:
+                continue
+            with self._cond:
+                for msg in [first, *self.consumer.consume(1000, timeout=0)]:
+                    if msg.error() is None and msg.value() is not None:
+                        result = self.codec.decode("CommandResult", msg.value())
+                        if result["command_id"] in self._outstanding:
+                            self._results[result["command_id"]] = result
+                self._cond.notify_all()
 
     def _call(self, command_type: str, schedule_id: str, tenant: str, **kwargs: Any) -> Record:
         command_id = self.send(command_type, schedule_id, tenant, **kwargs)
         result = self.wait([command_id])[command_id]
         if result["status"] != "ACCEPTED":
-            raise SchedulerError(result["reason"] or "UNKNOWN", result["message"] or "")
+            raise error_for(result["reason"] or "UNKNOWN", result["message"] or "")
         return result
 
     def create(self, tenant: str, spec: Record, *, schedule_id: str | None = None,
                idempotency_key: str | None = None) -> Record:
         """Without a schedule id, one is derived from the idempotency key, so a retried create is a no-op."""
+        _check_tenant(tenant)
         if schedule_id is None:
             key = idempotency_key or str(uuid.uuid4())
             schedule_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))
         return self._call("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
 
-    def update(self, tenant: str, schedule_id: str, spec: Record, expected_version: int | None = None) -> Record:
-        return self._call("UPDATE", schedule_id, tenant, spec=spec, expected_version=expected_version)
+    def update(self, tenant: str, schedule_id: str, spec: Record, expected_version: int | None = None, *,
+               dry_run: bool = False, count: int = PREVIEW_COUNT) -> Record:
+        """With dry_run nothing is sent: the next `count` fires before and after the change, side by side."""
+        if not dry_run:
+            return self._call("UPDATE", schedule_id, tenant, spec=spec, expected_version=expected_version)
+        validate_spec(spec)
+        current = self.get(tenant, schedule_id)
+        if expected_version is not None and expected_version != current["version"]:
+            raise VersionConflict("VERSION_CONFLICT", f"expected version {expected_version}, "
+                                  f"current version is {current['version']}")
+        return dry_run_diff(current, spec, int(time.time() * 1000), count)
 
-    def pause(self, tenant: str, schedule_id: str) -> Record:
-        return self._call("PAUSE", schedule_id, tenant)
+    def pause(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
+        return self._call("PAUSE", schedule_id, tenant, expected_version=expected_version)
 
-    def resume(self, tenant: str, schedule_id: str) -> Record:
-        return self._call("RESUME", schedule_id, tenant)
+    def resume(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
+        return self._call("RESUME", schedule_id, tenant, expected_version=expected_version)
 
-    def cancel(self, tenant: str, schedule_id: str) -> Record:
-        return self._call("CANCEL", schedule_id, tenant)
+    def cancel(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
+        return self._call("CANCEL", schedule_id, tenant, expected_version=expected_version)
+
+    def trigger_now(self, tenant: str, schedule_id: str) -> Record:
+        """Fire one occurrence now; the result's next_fires_ms holds its scheduled_for."""
+        return self._call("TRIGGER", schedule_id, tenant)
+
+    def rerun(self, tenant: str, occurrence_id: str, schedule_id: str | None = None) -> Record:
+        """Dispatch a finished or dead occurrence again under the same id; its schedule comes from the view."""
+        if schedule_id is None:
+            schedule_id = self.occurrence(tenant, occurrence_id)["schedule_id"]
+        return self._call("RERUN", schedule_id, tenant, occurrence_id=occurrence_id)
+
+    def backfill(self, tenant: str, schedule_id: str, from_ms: int, to_ms: int,
+                 overlap_override: str | None = None) -> Record:
+        """Replay the fires of [from_ms, to_ms] through the catch-up lane (at most MAX_BACKFILL_FIRES)."""
+        validate_backfill(from_ms, to_ms, int(time.time() * 1000), overlap_override)
+        return self._call("BACKFILL", schedule_id, tenant, backfill_from_ms=from_ms, backfill_to_ms=to_ms,
+                          overlap_override=overlap_override)
+
+    def preview(self, spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None) -> list[int]:
+        return preview(spec, count, after_ms)
+
+
+def dry_run_diff(current: Record, spec: Record, now_ms: int, count: int = PREVIEW_COUNT) -> Record:
+    """What an UPDATE of `current` to `spec` would change, as the next fires before and after."""
+    fired = current["fired_count"]
+    return {
+        "schedule_id": current["schedule_id"], "version": current["version"], "state": current["state"],
+        "dry_run": True,
+        "before_ms": preview(current["spec"], count, now_ms, fired),
+        "after_ms": preview(spec, count, now_ms, fired),
+    }
+
+
+def _check_tenant(tenant: str) -> None:
+    try:
+        validate_name_part("tenant", tenant)
+    except InvalidNameError as exc:
+        raise ValidationError("MALFORMED_RECORD", f"tenant: {exc}") from exc

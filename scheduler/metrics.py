@@ -120,6 +120,9 @@ class EngineMetrics:
         self.commit_latency = Histogram(
             "scheduler_transaction_commit_seconds", "commit_transaction latency",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=r)
+        self.dead = PromCounter("scheduler_occurrences_dead",
+                                "Occurrences sent to the tenant's dead letters after their last attempt",
+                                ["tenant"], registry=r)
         self.transactions = PromCounter("scheduler_transactions", "Loop-turn transactions by outcome",
                                         ["outcome"], registry=r)
         self.held_back = PromCounter("scheduler_tenant_held_back",
@@ -156,7 +159,8 @@ class EngineMetrics:
                 turn.backlog[partition] = seen - per_partition.get(partition, 0)
         turn.held_back.update(held_back)
 
-    def committed(self, enqueued_ms: int, commit_seconds: float, events: Iterable[dict[str, Any]]) -> None:
+    def committed(self, enqueued_ms: int, commit_seconds: float, events: Iterable[dict[str, Any]],
+                  dead: dict[str, int] | None = None) -> None:
         turn, self._turn = self._turn, _Turn()
         self.transactions.labels("committed").inc()
         self.commit_latency.observe(commit_seconds)
@@ -169,6 +173,8 @@ class EngineMetrics:
             self.held_back.labels(tenant).inc(n)
         for event in events:
             self.occurrence_events.labels(event["kind"]).inc(event.get("count") or 1)
+        for tenant, n in (dead or {}).items():
+            self.dead.labels(tenant).inc(n)
 
     def aborted(self) -> None:
         self._turn = _Turn()

@@ -83,7 +83,8 @@ def _failed(event: Record, status: Record, schedule: Record | None, now_ms: int,
 
     if not event["retryable"]:
         return dead(f"permanent error: {event['error_class']}: {event['error_message']}")
-    if schedule is None or schedule["version"] != event["schedule_version"] or schedule["state"] != "ACTIVE":
+    if schedule is None or schedule["version"] != event["schedule_version"] \
+            or schedule["state"] not in ("ACTIVE", "COMPLETED"):
         return AttemptOutcome(_with(status, event, now_ms, state="CANCELED"), finished=True,
                               ignored_reason="no retry: the schedule changed since this occurrence")
     spec = schedule["spec"]

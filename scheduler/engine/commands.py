@@ -4,6 +4,10 @@ Every state-changing command bumps the schedule version, so occurrences of the
 old version can be told apart (and skipped by workers) once the change is
 accepted. The task applies the returned ``Decision``: it stores the new state,
 drops the old version's pending timeline entries and materializes new ones.
+
+A new schedule is PENDING until its tenant's admission task grants it a slot of
+the max-active-schedules quota; only then is the CREATE answered. ACTIVE and
+PAUSED schedules hold a slot; CANCELED and COMPLETED ones have given it back.
 """
 from __future__ import annotations
 
@@ -22,13 +26,18 @@ MAX_SCHEDULE_ID_LENGTH = 200
 Record = dict[str, Any]
 
 
+HOLDS_SLOT = frozenset({"ACTIVE", "PAUSED"})
+
+
 @dataclass(frozen=True)
 class Decision:
-    result: Record
+    result: Record | None                  # None: answered later (a CREATE waiting for admission)
     state: Record | None = None            # the new ScheduleState; None when nothing changes
     drop_pending_as: str | None = None     # OccurrenceEvent kind for the old version's pending entries
     first_fire_after_ms: int | None = None  # reschedule: next fire strictly after this instant
     skipped_while_paused_from_ms: int | None = None  # RESUME: fires from here to now were skipped
+    reserve: bool = False                  # ask the tenant's admission task for a quota slot
+    release: bool = False                  # give the schedule's quota slot back
 
 
 class Rejection(Exception):
@@ -126,10 +135,14 @@ def _decide(command: Record, current: Record | None, now_ms: int) -> Decision:
     if kind not in ("UPDATE", "PAUSE", "RESUME", "CANCEL"):
         raise Rejection("MALFORMED_RECORD", f"type: unsupported command type {kind!r}")
     state = _existing(command, current)
+    if state["state"] == "PENDING":
+        raise Rejection("INVALID_STATE", f"schedule {state['schedule_id']!r} is still being created; retry")
     if state["state"] == "CANCELED":
         if kind == "CANCEL":
             return Decision(_accepted(command, state, now_ms, []))
         raise Rejection("INVALID_STATE", f"schedule {state['schedule_id']!r} is canceled")
+    if state["state"] == "COMPLETED" and kind != "CANCEL":
+        raise Rejection("INVALID_STATE", f"schedule {state['schedule_id']!r} has completed: it has no fires left")
     if kind == "UPDATE":
         spec = _checked_spec(command.get("spec"))
         new = _changed(state, now_ms, spec=command["spec"], pending=[])
@@ -149,13 +162,16 @@ def _decide(command: Record, current: Record | None, now_ms: int) -> Decision:
         return Decision(_accepted(command, new, now_ms, preview_ms(spec, now_ms, state["fired_count"])),
                         new, None, now_ms, state.get("next_fire_ms"))
     new = _changed(state, now_ms, state="CANCELED", pending=[], next_fire_ms=None)
-    return Decision(_accepted(command, new, now_ms, []), new, "CANCELED")
+    return Decision(_accepted(command, new, now_ms, []), new, "CANCELED", release=state["state"] in HOLDS_SLOT)
 
 
 def _create(command: Record, current: Record | None, now_ms: int) -> Decision:
     if current is not None:
         key = command.get("idempotency_key")
         if key is not None and current["tenant"] == command["tenant"] and current.get("idempotency_key") == key:
+            if current["state"] == "PENDING":
+                waiters = [*current["admission_waiters"], command.get("command_id") or ""]
+                return Decision(None, {**current, "admission_waiters": waiters})
             first = result_record(command, "ACCEPTED", current["created_at_ms"], version=1,
                                   next_fires_ms=current.get("first_next_fires_ms") or [])
             return Decision(first)
@@ -163,14 +179,12 @@ def _create(command: Record, current: Record | None, now_ms: int) -> Decision:
             raise Rejection("ALREADY_EXISTS", "schedule id is taken; choose another")
         raise Rejection("ALREADY_EXISTS", f"schedule {command['schedule_id']!r} already exists")
     _check_names(command)
-    spec = _checked_spec(command.get("spec"))
-    cursor = first_cursor_ms(command["spec"], now_ms)
-    fires = preview_ms(spec, cursor)
+    _checked_spec(command.get("spec"))
     state: Record = {
         "schedule_id": command["schedule_id"],
         "tenant": command["tenant"],
         "version": 1,
-        "state": "ACTIVE",
+        "state": "PENDING",
         "spec": command["spec"],
         "idempotency_key": command.get("idempotency_key"),
         "create_command_id": command.get("command_id") or "",
@@ -179,6 +193,16 @@ def _create(command: Record, current: Record | None, now_ms: int) -> Decision:
         "next_fire_ms": None,
         "fired_count": 0,
         "pending": [],
-        "first_next_fires_ms": fires,
+        "running": [],
+        "admission_waiters": [command.get("command_id") or ""],
+        "first_next_fires_ms": [],
     }
-    return Decision(_accepted(command, state, now_ms, fires), state, None, cursor)
+    return Decision(None, state, reserve=True)
+
+
+def admitted(state: Record, now_ms: int) -> tuple[Record, int]:
+    """The PENDING schedule got its slot: it becomes ACTIVE; returns it and where its fires start."""
+    cursor = first_cursor_ms(state["spec"], now_ms)
+    fires = preview_ms(compile_spec(state["spec"]), cursor)
+    return {**state, "state": "ACTIVE", "created_at_ms": now_ms, "updated_at_ms": now_ms,
+            "first_next_fires_ms": fires, "admission_waiters": []}, cursor

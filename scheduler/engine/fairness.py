@@ -6,7 +6,7 @@ timeline (delayed and counted, never dropped) and is offered again next turn.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -34,19 +34,17 @@ class TokenBucket:
 
 
 class RateLimits:
-    """One bucket per tenant, created on first use from the tenant's rate (or the default)."""
+    """One bucket per tenant at the tenant's current rate; a changed rate takes effect at once."""
 
-    def __init__(self, default_rate: float, rates: Mapping[str, float] | None = None,
-                 burst_seconds: float = 1.0) -> None:
-        self.default_rate = default_rate
-        self.rates = dict(rates or {})
+    def __init__(self, rate_of: Callable[[str], float], burst_seconds: float = 1.0) -> None:
+        self.rate_of = rate_of
         self.burst_seconds = burst_seconds
         self._buckets: dict[str, TokenBucket] = {}
 
     def bucket(self, tenant: str) -> TokenBucket:
+        rate = self.rate_of(tenant)
         found = self._buckets.get(tenant)
-        if found is None:
-            rate = self.rates.get(tenant, self.default_rate)
+        if found is None or found.rate != rate:
             found = self._buckets[tenant] = TokenBucket(rate, max(1.0, rate * self.burst_seconds))
         return found
 

@@ -18,7 +18,7 @@ from rocksdict import Options, Rdict, WriteBatch
 
 log = logging.getLogger(__name__)
 
-STORES = ("schedules", "timeline", "occurrences")
+STORES = ("schedules", "timeline", "occurrences", "admissions")
 _META = "meta"
 _OFFSET = struct.Struct(">q")
 

@@ -43,9 +43,8 @@ def _schedule_changes(store: PartitionStore, codec: Any) -> Converter:
         for raw, put in ((old_raw, False), (value, True)):
             if raw is None:
                 continue
-            state = codec.decode("ScheduleState", raw)
-            if state["state"] == "ACTIVE" and state.get("next_fire_ms") is not None:
-                wake = timeline_keys.wake_key(state["next_fire_ms"], state["schedule_id"])
+            wake = timeline_keys.wake_key(codec.decode("ScheduleState", raw))
+            if wake is not None:
                 wakes[wake] = b"" if put else None
         pending[key] = value
         return {"schedules": {key: value}, "timeline": wakes}

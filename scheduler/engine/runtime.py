@@ -24,6 +24,7 @@ from scheduler.engine.fairness import RateLimits, interleave
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.task import SchedulerTask, TaskTopics
+from scheduler.engine.tenant_registry import TenantRegistry
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
 from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
@@ -44,7 +45,8 @@ class EngineConfig:
     materialize_budget: int = 2_000
     trigger_rate_per_s: float = 1_000_000.0
     catch_up_rate_per_s: float = 100.0
-    retry_rate_per_s: float = 100.0
+    retry_budget_per_min: int = 6_000
+    max_active_schedules: int = 2**62
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
     transaction_timeout_ms: int = 10_000
     idle_poll_ms: int = 50
@@ -62,17 +64,28 @@ class SchedulerProcess:
         self.topics = TaskTopics(
             commands=self.topology.topic_name("commands", prefix),
             attempts=self.topology.topic_name("attempts", prefix),
+            admissions=self.topology.topic_name("admissions", prefix),
+            admission_results=self.topology.topic_name("admission-results", prefix),
             command_results=self.topology.topic_name("command-results", prefix),
             occurrence_events=self.topology.topic_name("occurrence-events", prefix),
             changelogs={
                 "schedules": self.topology.topic_name("schedules", prefix),
                 "timeline": self.topology.topic_name("timeline-changelog", prefix),
                 "occurrences": self.topology.topic_name("occurrence-status-changelog", prefix),
+                "admissions": self.topology.topic_name("admission-changelog", prefix),
             },
         )
-        self.trigger_limits = RateLimits(config.trigger_rate_per_s, config.tenant_trigger_rates)
-        self.catch_up_limits = RateLimits(config.catch_up_rate_per_s)
-        self.retry_limits = RateLimits(config.retry_rate_per_s)
+        self.tenant_defaults = {
+            "max_active_schedules": config.max_active_schedules,
+            "trigger_rate_per_s": config.trigger_rate_per_s,
+            "catch_up_rate_per_s": config.catch_up_rate_per_s,
+            "retry_budget_per_min": config.retry_budget_per_min,
+        }
+        self.tenant_registry: TenantRegistry | None = None
+        self.trigger_limits = RateLimits(self._trigger_rate)
+        self.catch_up_limits = RateLimits(lambda tenant: self._quota(tenant, "catch_up_rate_per_s"))
+        self.retry_limits = RateLimits(lambda tenant: self._quota(tenant, "retry_budget_per_min") / 60,
+                                       burst_seconds=60)
         self.tasks: dict[int, SchedulerTask] = {}
         self.known_tenants: set[str] = set()
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
@@ -110,9 +123,15 @@ class SchedulerProcess:
 
     def run(self) -> None:
         ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
+        self.tenant_registry = TenantRegistry(self.config.bootstrap_servers,
+                                              self.topology.topic_name("tenants", self.config.prefix), self.codec,
+                                              self.tenant_defaults)
         self.known_tenants.update(self._existing_tenants())
         self.producer.init_transactions(30)
-        self.consumer.subscribe([self.topics.commands, self.topics.attempts], on_assign=self._on_assign,
+        self._handlers = {self.topics.commands: "on_command", self.topics.attempts: "on_attempt",
+                          self.topics.admissions: "on_admission_request",
+                          self.topics.admission_results: "on_admission_result"}
+        self.consumer.subscribe(list(self._handlers), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
         try:
             while not self._stop.is_set():
@@ -123,6 +142,8 @@ class SchedulerProcess:
     def _close(self) -> None:
         try:
             self.consumer.close()
+            if self.tenant_registry is not None:
+                self.tenant_registry.close()
         finally:
             for task in self.tasks.values():
                 task.store.close()
@@ -150,7 +171,8 @@ class SchedulerProcess:
             self.metrics.restored(applied)
             self.tasks[partition] = SchedulerTask(
                 partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
-                self._ensure_tenant, self._retry_allowed)
+                self._ensure_tenant, self._retry_allowed,
+                lambda tenant: self._quota(tenant, "max_active_schedules"))
         self.metrics.assigned(assigned, len(self.tasks))
         log.info("assigned partitions %s", assigned)
 
@@ -162,6 +184,14 @@ class SchedulerProcess:
                 task.store.close()
         self.metrics.revoked(revoked, len(self.tasks))
         log.info("revoked partitions %s", revoked)
+
+    def _quota(self, tenant: str, name: str) -> Any:
+        registry = self.tenant_registry
+        return registry.quota(tenant, name) if registry is not None else self.tenant_defaults[name]
+
+    def _trigger_rate(self, tenant: str) -> float:
+        override = self.config.tenant_trigger_rates.get(tenant)
+        return override if override is not None else self._quota(tenant, "trigger_rate_per_s")
 
     def _retry_allowed(self, tenant: str, now_ms: int) -> bool:
         return self.retry_limits.bucket(tenant).take(1, now_ms) == 1
@@ -177,6 +207,8 @@ class SchedulerProcess:
     # -- one transaction ----------------------------------------------------------
 
     def _turn(self) -> None:
+        if self.tenant_registry is not None:
+            self.tenant_registry.poll()
         now_ms = int(self.clock() * 1000)
         timeout = self._poll_timeout_s(now_ms)
         messages = self.consumer.consume(5_000, timeout=timeout)
@@ -195,8 +227,7 @@ class SchedulerProcess:
                 source = (msg.topic(), msg.partition())
                 first_offsets.setdefault(source, msg.offset())
                 next_offsets[source] = msg.offset() + 1
-                handle = task.on_command if msg.topic() == self.topics.commands else task.on_attempt
-                handle(msg.key(), msg.value(), msg.offset(), now_ms)
+                getattr(task, self._handlers[msg.topic()])(msg.key(), msg.value(), msg.offset(), now_ms)
             for task in self.tasks.values():
                 task.materialize_due(now_ms, self.config.materialize_budget)
             self._dispatch(now_ms)
@@ -220,16 +251,26 @@ class SchedulerProcess:
             for (topic, partition), offset in first_offsets.items():
                 self.consumer.seek(TopicPartition(topic, partition, offset))
             return
-        self.metrics.committed(int(self.clock() * 1000), commit_seconds, self._committed_events())
+        events, dead = self._committed_outcomes()
+        self.metrics.committed(int(self.clock() * 1000), commit_seconds, events, dead)
         for partition, task in self.tasks.items():
             task.committed(changelog_offsets.get(partition, {}))
         self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
 
-    def _committed_events(self) -> list[dict[str, Any]]:
-        """The occurrence events of the committed transaction, for the metrics (they are rare)."""
-        topic = self.topics.occurrence_events
-        return [self.codec.decode("OccurrenceEvent", value) for task in self.tasks.values()
-                for out_topic, _, value, _ in task.outbox if out_topic == topic and value is not None]
+    def _committed_outcomes(self) -> tuple[list[dict[str, Any]], dict[str, int]]:
+        """The occurrence events and dead letters (per tenant) of the committed transaction, for the metrics."""
+        events_topic = self.topics.occurrence_events
+        dead_prefix = self._tenant_topic("dead-letters", "_", None)[:-1]
+        events: list[dict[str, Any]] = []
+        dead: dict[str, int] = {}
+        for task in self.tasks.values():
+            for topic, _, value, _ in task.outbox:
+                if topic == events_topic and value is not None:
+                    events.append(self.codec.decode("OccurrenceEvent", value))
+                elif topic.startswith(dead_prefix):
+                    tenant = topic[len(dead_prefix):]
+                    dead[tenant] = dead.get(tenant, 0) + 1
+        return events, dead
 
     def _commit(self, attempts: int = 3) -> None:
         for attempt in range(attempts):
@@ -262,13 +303,12 @@ class SchedulerProcess:
         return max(0.0, wait_ms / 1000.0)
 
     def _has_due_work(self, now_ms: int) -> bool:
-        horizon = now_ms + self.config.horizon_ms
         for task in self.tasks.values():
             for lane, bound in ((DISPATCH, now_ms), (CATCH_UP, now_ms)):
                 due = task.next_due_ms(lane)
                 if due is not None and due <= bound:
                     return True
-            if task.has_wake_due(horizon):
+            if task.has_wake_due(now_ms):
                 return True
         return False
 

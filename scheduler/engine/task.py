@@ -16,11 +16,12 @@ from typing import Any
 from scheduler.codec import DecodeError
 from scheduler.engine import materialize, overlap, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt
-from scheduler.engine.commands import Decision, decide, result_record
+from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.specs import compile_spec
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, NO_DEADLINE, WAKE, LocalEntry
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, NO_DEADLINE, WAKE, LocalEntry
+from scheduler.timing.fires import fires_between
 from scheduler.timing.misfire import MisfireDecision, resolve_misfire
 from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.timing.spec import SpecError
@@ -36,15 +37,21 @@ Due = tuple[bytes, LocalEntry]
 class TaskTopics:
     commands: str
     attempts: str
+    admissions: str
+    admission_results: str
     command_results: str
     occurrence_events: str
     changelogs: dict[str, str]  # store -> changelog topic
 
 
+MAX_BACKFILL = 1000
+
+
 class SchedulerTask:
     def __init__(self, partition: int, store: PartitionStore, topics: TaskTopics, codec: Any,
                  tenant_topic: Callable[[str, str, str | None], str], horizon_ms: int,
-                 ensure_tenant: Callable[[str], None], retry_allowed: Callable[[str, int], bool]) -> None:
+                 ensure_tenant: Callable[[str], None], retry_allowed: Callable[[str, int], bool],
+                 max_active_schedules: Callable[[str], int]) -> None:
         self.partition = partition
         self.store = store
         self.topics = topics
@@ -53,6 +60,7 @@ class SchedulerTask:
         self.horizon_ms = horizon_ms
         self.ensure_tenant = ensure_tenant    # before a tenant's first record is produced
         self.retry_allowed = retry_allowed    # (tenant, now_ms) -> within the tenant's retry budget
+        self.max_active_schedules = max_active_schedules  # tenant -> its quota
         self.txn = StoreTransaction(store)
         self.outbox: list[Output] = []
         self.timeline_changelog: dict[bytes, bytes] = {}
@@ -68,7 +76,7 @@ class SchedulerTask:
             for key, value in changes.items():
                 if store != "timeline":
                     yield store, topic, key, value
-                elif key[:1] != WAKE:
+                elif key[:1] not in (WAKE, END):
                     yield store, topic, key, None if value is None else self.timeline_changelog[key]
 
     def committed(self, offsets: dict[str, int]) -> None:
@@ -98,10 +106,16 @@ class SchedulerTask:
                                    command)
             return
         current = self._schedule(command["schedule_id"])
-        if command["type"] == "RERUN":
-            self._send_result(key, self._rerun(command, current, now_ms))
+        manual = {"RERUN": self._rerun, "TRIGGER": self._trigger, "BACKFILL": self._backfill}.get(command["type"])
+        if manual is not None:
+            self._send_result(key, manual(command, current, now_ms))
             return
         decision = decide(command, current, now_ms)
+        if decision.result is None:
+            self._save(decision.state)
+            if decision.reserve:
+                self._admission(decision.state, "RESERVE", now_ms)
+            return
         if decision.state is not None and decision.result["status"] == "ACCEPTED":
             try:
                 self._apply(current, decision, now_ms)
@@ -109,6 +123,71 @@ class SchedulerTask:
                 decision = Decision(result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
                                                   message=f"{exc.field}: {exc.message}"))
         self._send_result(key, decision.result)
+
+    def on_admission_request(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
+        """This partition's share of tenants: count their active schedules and grant or refuse slots."""
+        try:
+            request = self.codec.decode("AdmissionRequest", value or b"")
+        except DecodeError as exc:
+            self._reject_input(key, f"{self.topics.admissions}/{self.partition}/{offset}",
+                               f"undecodable admission request: {exc}", now_ms)
+            return
+        tenant = request["tenant"].encode()
+        raw = self.txn.get("admissions", tenant)
+        count = int.from_bytes(raw, "big") if raw else 0
+        if request["kind"] == "RELEASE":
+            self.txn.put("admissions", tenant, max(0, count - 1).to_bytes(8, "big"))
+            return
+        quota = self.max_active_schedules(request["tenant"])
+        granted = count < quota
+        if granted:
+            count += 1
+            self.txn.put("admissions", tenant, count.to_bytes(8, "big"))
+        self.outbox.append((self.topics.admission_results, request["schedule_id"].encode(),
+                            self.codec.encode("AdmissionResult", {
+                                "tenant": request["tenant"], "schedule_id": request["schedule_id"],
+                                "granted": granted, "active_schedules": count, "max_active_schedules": quota,
+                                "decided_at_ms": now_ms}), None))
+
+    def on_admission_result(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
+        try:
+            answer = self.codec.decode("AdmissionResult", value or b"")
+        except DecodeError as exc:
+            self._reject_input(key, f"{self.topics.admission_results}/{self.partition}/{offset}",
+                               f"undecodable admission result: {exc}", now_ms)
+            return
+        state = self._schedule(answer["schedule_id"])
+        if state is None or state["state"] != "PENDING" or state["tenant"] != answer["tenant"]:
+            if answer["granted"]:  # nobody waits for this slot any more: give it back so the count stays exact
+                self._admission({"tenant": answer["tenant"], "schedule_id": answer["schedule_id"]}, "RELEASE", now_ms)
+            return
+        waiters = state["admission_waiters"]
+        base = {"type": "CREATE", "schedule_id": state["schedule_id"], "tenant": state["tenant"]}
+        if not answer["granted"]:
+            self.txn.delete("schedules", state["schedule_id"].encode())
+            message = (f"tenant {state['tenant']!r} has {answer['active_schedules']} active schedules, "
+                       f"its quota is {answer['max_active_schedules']}")
+            for command_id in waiters:
+                self._send_result(key, result_record({**base, "command_id": command_id}, "REJECTED", now_ms,
+                                                     reason="QUOTA", message=message))
+            return
+        state, cursor_ms = admitted(state, now_ms)
+        self.ensure_tenant(state["tenant"])
+        state = self._materialize(state, cursor_ms, now_ms)
+        self._publish(state)
+        for command_id in waiters:
+            self._send_result(key, result_record({**base, "command_id": command_id}, "ACCEPTED", now_ms,
+                                                 version=state["version"], next_fires_ms=state["first_next_fires_ms"]))
+
+    def _admission(self, state: Record, kind: str, now_ms: int) -> None:
+        self.outbox.append((self.topics.admissions, state["tenant"].encode(), self.codec.encode("AdmissionRequest", {
+            "tenant": state["tenant"], "schedule_id": state["schedule_id"], "kind": kind,
+            "requested_at_ms": now_ms}), None))
+
+    def _publish(self, state: Record) -> None:
+        """The tenant's own view of its schedules, which its workers follow."""
+        self.outbox.append((self.tenant_topic("schedule-view", state["tenant"], None),
+                            state["schedule_id"].encode(), self.codec.encode("ScheduleState", state), None))
 
     def on_attempt(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
         try:
@@ -177,13 +256,14 @@ class SchedulerTask:
                                       to_datetime(now_ms), timedelta(0), "SKIP", 0,
                                       fired_before=state["fired_count"])
             self._emit_missed(state, skipped, "SKIPPED_PAUSED", "schedule was paused", now_ms)
+        if decision.release:
+            self._admission(state, "RELEASE", now_ms)
         self.ensure_tenant(state["tenant"])
         if decision.first_fire_after_ms is not None:
             state = self._materialize(state, decision.first_fire_after_ms, now_ms)
         else:
             self._save(state)
-        self.outbox.append((self.tenant_topic("schedule-view", state["tenant"], None),
-                            state["schedule_id"].encode(), self.codec.encode("ScheduleState", state), None))
+        self._publish(state)
 
     def _rerun(self, command: Record, schedule: Record | None, now_ms: int) -> Record:
         """Dispatch a finished or dead occurrence again, with the same occurrence_id and the next attempt number."""
@@ -204,14 +284,53 @@ class SchedulerTask:
                           "updated_at_ms": now_ms})
         return result_record(command, "ACCEPTED", now_ms, version=schedule["version"], next_fires_ms=[now_ms])
 
+    def _trigger(self, command: Record, schedule: Record | None, now_ms: int) -> Record:
+        """Fire one occurrence now, outside the schedule's own times (its instant is the command's processing time)."""
+        if schedule is None or schedule["tenant"] != command["tenant"] or schedule["state"] not in HOLDS_SLOT:
+            return self._no_schedule(command, schedule, now_ms)
+        self.ensure_tenant(schedule["tenant"])
+        oid = occurrence_id(schedule["schedule_id"], schedule["version"], to_datetime(now_ms))
+        ref = self._enqueue(schedule, oid, now_ms, now_ms, attempt=1, dst_rule=None, catch_up=False)
+        self._save({**schedule, "pending": [*schedule["pending"], ref]})
+        return result_record(command, "ACCEPTED", now_ms, version=schedule["version"], next_fires_ms=[now_ms])
+
+    def _backfill(self, command: Record, schedule: Record | None, now_ms: int) -> Record:
+        """Replay the fires a past range would have had, through the catch-up lane and its own capacity."""
+        if schedule is None or schedule["tenant"] != command["tenant"] or schedule["state"] in ("PENDING",):
+            return self._no_schedule(command, schedule, now_ms)
+        first, last = command.get("backfill_from_ms"), command.get("backfill_to_ms")
+        if first is None or last is None or first > last or last > now_ms:
+            return result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
+                                 message="backfill: need backfill_from_ms <= backfill_to_ms <= now")
+        fires = fires_between(compile_spec(schedule["spec"]), to_datetime(first - 1), to_datetime(last),
+                              limit=MAX_BACKFILL + 1)
+        if len(fires) > MAX_BACKFILL:
+            return result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
+                                 message=f"backfill: the range holds more than {MAX_BACKFILL} fires; split it")
+        self.ensure_tenant(schedule["tenant"])
+        policy = command.get("overlap_override") or schedule["spec"]["overlap_policy"]
+        target = {**schedule, "spec": {**schedule["spec"], "overlap_policy": policy}}
+        refs = []
+        for fire in fires:
+            at_ms = to_ms(fire.scheduled_for)
+            oid = occurrence_id(schedule["schedule_id"], schedule["version"], fire.scheduled_for)
+            refs.append(self._enqueue(target, oid, at_ms, at_ms, attempt=1, dst_rule=fire.dst_rule, catch_up=True))
+        self._save({**schedule, "pending": [*schedule["pending"], *refs]})
+        return result_record(command, "ACCEPTED", now_ms, version=schedule["version"],
+                             next_fires_ms=[ref["scheduled_for_ms"] for ref in refs])
+
+    def _no_schedule(self, command: Record, schedule: Record | None, now_ms: int) -> Record:
+        if schedule is None or schedule["tenant"] != command["tenant"]:
+            return result_record(command, "REJECTED", now_ms, reason="UNKNOWN_SCHEDULE",
+                                 message=f"schedule {command['schedule_id']!r} does not exist")
+        return result_record(command, "REJECTED", now_ms, reason="INVALID_STATE",
+                             message=f"schedule {command['schedule_id']!r} is {schedule['state']}")
+
     # -- state --------------------------------------------------------------------
 
     def _schedule(self, schedule_id: str) -> Record | None:
         raw = self.txn.get("schedules", schedule_id.encode())
         return self.codec.decode("ScheduleState", raw) if raw else None
-
-    def _save(self, state: Record) -> None:
-        self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
 
     def _status(self, occurrence_id: str) -> Record | None:
         raw = self.txn.get("occurrences", occurrence_id.encode())
@@ -244,8 +363,17 @@ class SchedulerTask:
     # -- timeline -----------------------------------------------------------------
 
     def _drop_wake(self, state: Record) -> None:
-        if state.get("next_fire_ms") is not None:
-            self.txn.delete("timeline", timeline_keys.wake_key(state["next_fire_ms"], state["schedule_id"]))
+        wake = timeline_keys.wake_key(state)
+        if wake is not None:
+            self.txn.delete("timeline", wake)
+
+    def _save(self, state: Record) -> None:
+        """Store the schedule and put its wake-up where `wake_key` says; a wake-up left behind by an
+        earlier state no longer matches the schedule and is dropped when it falls due."""
+        wake = timeline_keys.wake_key(state)
+        if wake is not None:
+            self.txn.put("timeline", wake, b"")
+        self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
 
     def _pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
         sid = state["schedule_id"]
@@ -304,8 +432,6 @@ class SchedulerTask:
                                          attempt=1, dst_rule=occ.dst_rule, catch_up=occ.catch_up))
         state = {**state, "pending": pending, "next_fire_ms": planned.next_fire_ms,
                  "fired_count": planned.fired_count}
-        if planned.next_fire_ms is not None:
-            self.txn.put("timeline", timeline_keys.wake_key(planned.next_fire_ms, state["schedule_id"]), b"")
         self._save(state)
         return state
 
@@ -353,23 +479,41 @@ class SchedulerTask:
         self.outbox.append((self.topics.occurrence_events, state["schedule_id"].encode(),
                             self.codec.encode("OccurrenceEvent", event), None))
 
-    def materialize_due(self, now_ms: int, budget: int) -> int:
-        """Plan the schedules whose next fire enters the horizon; returns how many were planned."""
-        bound = timeline_keys.lane_bound(WAKE, now_ms + self.horizon_ms)
+    def _wakes_due(self, lane: bytes, until_ms: int, budget: int) -> list[bytes]:
+        bound = timeline_keys.lane_bound(lane, until_ms)
         due = []
-        for key in self.store.keys_from("timeline", WAKE):
+        for key in self.store.keys_from("timeline", lane):
             if key >= bound or len(due) >= budget:
                 break
             if not self.txn.is_deleted("timeline", key):
                 due.append(key)
+        return due
+
+    def materialize_due(self, now_ms: int, budget: int) -> int:
+        """Plan the schedules whose next fire enters the horizon, complete those with nothing left."""
+        due = self._wakes_due(WAKE, now_ms + self.horizon_ms, budget) + self._wakes_due(END, now_ms, budget)
         for key in due:
             self.txn.delete("timeline", key)
             state = self._schedule(timeline_keys.wake_schedule_id(key))
-            if state is None or state["state"] != "ACTIVE" or state.get("next_fire_ms") != timeline_keys.due_ms_of(key):
+            if state is None or timeline_keys.wake_key(state) != key:
+                continue
+            if state["next_fire_ms"] is None:
+                self._complete_if_done(state, now_ms)
                 continue
             self.ensure_tenant(state["tenant"])
             self._materialize(state, state["next_fire_ms"] - 1, now_ms)
         return len(due)
+
+    def _complete_if_done(self, state: Record, now_ms: int) -> None:
+        """No fire left: once the last pending occurrence is gone the schedule is COMPLETED and frees its slot."""
+        pending = [ref for ref, _ in self._pending_keys(state)]
+        if pending:
+            self._save({**state, "pending": pending, "updated_at_ms": now_ms})
+            return
+        done = {**state, "state": "COMPLETED", "pending": [], "updated_at_ms": now_ms}
+        self._save(done)
+        self._admission(done, "RELEASE", now_ms)
+        self._publish(done)
 
     # -- dispatch -----------------------------------------------------------------
 
@@ -417,9 +561,12 @@ class SchedulerTask:
                 mine = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
                 self._save({**state, "running": [*state["running"], mine]})
 
-    def has_wake_due(self, limit_ms: int) -> bool:
-        for key in self.store.keys_from("timeline", WAKE):
-            return key[:1] == WAKE and timeline_keys.due_ms_of(key) <= limit_ms
+    def has_wake_due(self, now_ms: int) -> bool:
+        for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):
+            for key in self.store.keys_from("timeline", lane):
+                if key[:1] == lane and timeline_keys.due_ms_of(key) <= until_ms:
+                    return True
+                break
         return False
 
     def next_due_ms(self, lane: bytes) -> int | None:

@@ -6,7 +6,10 @@ RocksDB range scan from the lane prefix yields entries in the order they fall du
 - ``D`` dispatch lane: materialized occurrences, due at ``available_at``.
 - ``C`` catch-up lane: late occurrences released by a misfire policy; drained
   with its own capacity after the dispatch lane.
-- ``W`` wake-ups: one per active schedule, at its next fire not yet materialized.
+- ``W`` wake-ups: one per active schedule, at its next fire not yet materialized
+  (taken a horizon ahead);
+- ``E`` end checks: an active schedule with no fire left, just after its last
+  pending occurrence falls due, to complete it (taken when due).
 
 Values of the ``D`` and ``C`` lanes are kept locally in a compact framing so that
 dispatch does no Avro decoding; the changelog carries the Avro ``TimelineEntry``.
@@ -19,6 +22,8 @@ from dataclasses import dataclass
 DISPATCH = b"D"
 CATCH_UP = b"C"
 WAKE = b"W"
+END = b"E"
+END_RECHECK_MS = 1000  # an end check finding occurrences still held back looks again this much later
 
 _MS = struct.Struct(">q")
 _LEN = struct.Struct(">H")
@@ -30,8 +35,17 @@ def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms:
     return lane + _MS.pack(due_ms) + schedule_id.encode() + b"\x00" + _MS.pack(scheduled_for_ms)
 
 
-def wake_key(next_fire_ms: int, schedule_id: str) -> bytes:
-    return WAKE + _MS.pack(next_fire_ms) + schedule_id.encode()
+def wake_key(state: dict) -> bytes | None:
+    """Where an ACTIVE schedule next needs its task: a wake-up at its next fire, or, with no fire left,
+    an end check just after its last pending occurrence falls due (it then completes and frees its
+    quota slot). Derived from the schedule alone, so restore rebuilds it."""
+    if state["state"] != "ACTIVE":
+        return None
+    if state.get("next_fire_ms") is not None:
+        return WAKE + _MS.pack(state["next_fire_ms"]) + state["schedule_id"].encode()
+    last_due = max((ref["due_ms"] for ref in state.get("pending") or []), default=0)
+    check_ms = max(last_due + 1, state["updated_at_ms"] + END_RECHECK_MS)
+    return END + _MS.pack(check_ms) + state["schedule_id"].encode()
 
 
 def lane_bound(lane: bytes, due_ms: int) -> bytes:

@@ -124,12 +124,7 @@ def test_a_permanent_failure_goes_to_the_dead_letters_and_rerun_brings_it_back_w
     occurrences.poll(2)
     assert len(of(occurrences, "broken")) == 1, "a permanent failure must not be retried"
 
-    command_id = str(uuid.uuid4())
-    command = {"command_id": command_id, "type": "RERUN", "schedule_id": "broken", "tenant": TENANT,
-               "idempotency_key": None, "expected_version": None, "spec": None,
-               "occurrence_id": first["occurrence_id"], "issued_at_ms": int(time.time() * 1000)}
-    client.producer.produce(client.commands_topic, CODEC.encode("Command", command), b"broken")
-    assert client.wait([command_id])[command_id]["status"] == "ACCEPTED"
+    assert client.rerun(TENANT, first["occurrence_id"], schedule_id="broken")["status"] == "ACCEPTED"
     again = wait_for(occurrences, "broken", 2)[1]
     assert again["occurrence_id"] == first["occurrence_id"] and again["attempt"] == 2
 

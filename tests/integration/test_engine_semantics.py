@@ -142,7 +142,12 @@ def test_the_engine_rejects_bad_specs_from_producers_that_skip_local_validation(
                    "issued_at_ms": int(time.time() * 1000)}
         producer.produce(commands, client.codec.encode("Command", command), f"raw-{name}".encode())
     producer.flush(10)
-    results = client.wait(["raw-zone", "raw-cron"])
+    reader = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("command-results", unique_prefix)], "CommandResult")
+    try:
+        found = reader.until(lambda got: {"raw-zone", "raw-cron"} <= {r.record["command_id"] for r in got}, 20)
+    finally:
+        reader.close()
+    results = {r.record["command_id"]: r.record for r in found}
     assert results["raw-zone"]["reason"] == "UNKNOWN_ZONE" and "time_zone" in results["raw-zone"]["message"]
     assert results["raw-cron"]["reason"] == "INVALID_SPEC" and "expression" in results["raw-cron"]["message"]
 

@@ -43,7 +43,8 @@ def test_a_committed_turn_records_lag_per_entry_backlog_and_held_back():
     m, registry = metrics()
     p0, p1 = FakeTask(0), FakeTask(1)
     m.selected(DISPATCH, T + 100, chosen(p0, T, 3) + chosen(p1, T - 4000, 2), {0: 10, 1: 2}, {"big": 7})
-    m.committed(T + 1500, 0.02, [{"kind": "MISSED", "count": 4}, {"kind": "INVALIDATED", "count": 1}])
+    m.committed(T + 1500, 0.02, [{"kind": "MISSED", "count": 4}, {"kind": "INVALIDATED", "count": 1}],
+                {"acme": 2})
 
     def value(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
@@ -58,6 +59,7 @@ def test_a_committed_turn_records_lag_per_entry_backlog_and_held_back():
     assert value("scheduler_due_backlog", partition="1") == 0
     assert value("scheduler_tenant_held_back_total", tenant="big") == 7
     assert value("scheduler_occurrence_events_total", kind="MISSED") == 4
+    assert value("scheduler_occurrences_dead_total", tenant="acme") == 2
     assert value("scheduler_transaction_commit_seconds_count") == 1
     assert value("scheduler_transactions_total", outcome="committed") == 1
 
@@ -74,7 +76,8 @@ def test_an_aborted_turn_counts_nothing_it_selected():
 
 def test_partition_gauges_read_overdue_age_and_unplanned_horizon():
     m, registry = metrics()
-    wake = timeline_keys.wake_key(T + 30_000, "s1")
+    wake = timeline_keys.wake_key({"state": "ACTIVE", "schedule_id": "s1", "next_fire_ms": T + 30_000,
+                                   "pending": [], "updated_at_ms": 0})
     overdue = FakeTask(3, next_due=T - 2500, store=FakeStore([wake]))
     idle = FakeTask(4, next_due=T + 60_000, store=FakeStore([]))
     m.partitions(T, 120_000, [overdue, idle])

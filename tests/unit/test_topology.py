@@ -44,6 +44,7 @@ def test_layout_has_the_documented_topics(topology: Topology) -> None:
     assert set(topology.topics) == {
         "commands", "schedules", "timeline-changelog", "occurrence-status-changelog",
         "command-results", "attempts", "occurrence-events", "tenants", "occurrences", "schedule-view", "dead-letters",
+        "admissions", "admission-results", "admission-changelog",
     }
     assert topology.schedule_partitions == 8
     assert topology.priorities == ("high", "normal", "low")
@@ -123,11 +124,12 @@ def test_illegal_prefix_is_rejected(topology: Topology) -> None:
 
 def test_scheduler_task_inputs_and_changelogs_are_co_partitioned(topology: Topology) -> None:
     task = topology.tasks["scheduler"]
-    assert task.inputs == ("commands", "attempts")
+    assert task.inputs == ("commands", "attempts", "admissions", "admission-results")
     assert dict(task.stores) == {
         "schedules": "schedules",
         "timeline": "timeline-changelog",
         "occurrence-status": "occurrence-status-changelog",
+        "admissions": "admission-changelog",
     }
     for key in (*task.inputs, *task.stores.values()):
         assert topology.topics[key].partitions == topology.schedule_partitions, key

@@ -1,5 +1,5 @@
 from scheduler.client import make_spec
-from scheduler.engine.commands import decide
+from scheduler.engine.commands import admitted, decide
 
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 
@@ -14,13 +14,20 @@ def command(kind, **fields):
 def created(**spec_fields):
     spec = make_spec("cron", "*/5 * * * *", "Europe/London", **spec_fields)
     decision = decide(command("CREATE", spec=spec, idempotency_key="k1"), None, NOW)
-    assert decision.result["status"] == "ACCEPTED", decision.result
-    return decision.state
+    assert decision.result is None and decision.reserve, "a new schedule waits for its quota slot"
+    state, _ = admitted(decision.state, NOW)
+    return state
 
 
-def test_create_accepts_with_version_1_and_previews_next_fires():
-    state = created()
-    assert state["version"] == 1 and state["state"] == "ACTIVE"
+def test_create_waits_for_admission_then_is_active_with_version_1_and_previews_next_fires():
+    pending = decide(command("CREATE", spec=make_spec("cron", "*/5 * * * *"), idempotency_key="k1"), None, NOW)
+    assert pending.state["state"] == "PENDING" and pending.state["admission_waiters"] == ["c-CREATE"]
+    retry = decide(command("CREATE", command_id="c-2", spec=make_spec("cron", "*/5 * * * *"), idempotency_key="k1"),
+                   pending.state, NOW)
+    assert retry.result is None and retry.state["admission_waiters"] == ["c-CREATE", "c-2"] and not retry.reserve
+    assert decide(command("PAUSE"), pending.state, NOW).result["reason"] == "INVALID_STATE"
+    state, cursor = admitted(pending.state, NOW)
+    assert state["version"] == 1 and state["state"] == "ACTIVE" and cursor == NOW
     assert state["first_next_fires_ms"] == [NOW + 5 * 60_000 * i for i in range(1, 6)]
 
 
@@ -80,6 +87,7 @@ def test_pause_resume_cancel_lifecycle():
     assert resumed.first_fire_after_ms == NOW + 3_600_000
     canceled = decide(command("CANCEL"), resumed.state, NOW)
     assert canceled.state["state"] == "CANCELED" and canceled.drop_pending_as == "CANCELED"
+    assert canceled.release, "a canceled schedule gives its quota slot back"
     assert decide(command("RESUME"), canceled.state, NOW).result["reason"] == "INVALID_STATE"
     assert decide(command("CANCEL"), canceled.state, NOW).result["status"] == "ACCEPTED"
 
@@ -90,7 +98,15 @@ def test_unknown_command_type_is_rejected():
 
 def test_a_one_shot_just_past_its_instant_still_fires_within_max_lateness():
     spec = make_spec("once", "2027-01-15T07:59:58Z", max_lateness_ms=5_000)
-    decision = decide(command("CREATE", spec=spec), None, NOW)
-    assert decision.result["next_fires_ms"] == [NOW - 2_000]
+    state, _ = admitted(decide(command("CREATE", spec=spec), None, NOW).state, NOW)
+    assert state["first_next_fires_ms"] == [NOW - 2_000]
     stale = make_spec("once", "2027-01-15T07:00:00Z", max_lateness_ms=5_000)
-    assert decide(command("CREATE", spec=stale), None, NOW).result["next_fires_ms"] == []
+    state, _ = admitted(decide(command("CREATE", spec=stale), None, NOW).state, NOW)
+    assert state["first_next_fires_ms"] == []
+
+
+def test_a_completed_schedule_can_only_be_canceled():
+    done = {**created(), "state": "COMPLETED"}
+    assert decide(command("UPDATE", spec=make_spec("cron", "0 * * * *")), done, NOW).result["reason"] == "INVALID_STATE"
+    canceled = decide(command("CANCEL"), done, NOW)
+    assert canceled.state["state"] == "CANCELED" and not canceled.release

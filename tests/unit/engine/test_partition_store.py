@@ -1,5 +1,5 @@
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
-from scheduler.engine.timeline_keys import (DISPATCH, WAKE, LocalEntry, due_ms_of, lane_bound, occurrence_key,
+from scheduler.engine.timeline_keys import (DISPATCH, END, WAKE, LocalEntry, due_ms_of, lane_bound, occurrence_key,
                                             wake_key, wake_schedule_id)
 
 
@@ -42,8 +42,13 @@ def test_timeline_keys_sort_by_lane_then_due_time():
     assert ordered[0] < ordered[1]  # same due time: by schedule id
     assert all(k < lane_bound(DISPATCH, 2000) for k in keys)
     assert not keys[0] < lane_bound(DISPATCH, 1999)
-    assert wake_schedule_id(wake_key(5, "sched-1")) == "sched-1"
-    assert wake_key(5, "x")[:1] == WAKE
+    active = {"state": "ACTIVE", "schedule_id": "sched-1", "next_fire_ms": 5, "pending": [], "updated_at_ms": 0}
+    assert wake_schedule_id(wake_key(active)) == "sched-1"
+    assert wake_key(active) == WAKE + (5).to_bytes(8, "big") + b"sched-1"
+    ended = {**active, "next_fire_ms": None, "pending": [{"due_ms": 7000, "scheduled_for_ms": 7000}]}
+    assert wake_key(ended) == END + (7001).to_bytes(8, "big") + b"sched-1"
+    assert wake_key({**ended, "updated_at_ms": 9000}) == END + (10000).to_bytes(8, "big") + b"sched-1"
+    assert wake_key({**active, "state": "PAUSED"}) is None
 
 
 def test_local_entry_round_trips():

@@ -1,0 +1,1 @@
+"""HTTP API of the control plane (FastAPI): `scheduler api` serves it."""

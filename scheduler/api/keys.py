@@ -1,0 +1,112 @@
+"""API keys: each bound to one tenant or to the admin role, stored hashed in a JSON file.
+
+A key reads `sk_<key id>_<secret>`; the file keeps the key id, the role and
+sha256(secret). The secret is 32 random bytes, so a fast hash is enough (a slow
+one like scrypt protects guessable passwords, and would cost every request
+tens of milliseconds); comparisons are constant-time. The file is written
+atomically with mode 0600 and re-read when its modification time changes, so
+keys created by `scheduler api keys create` apply to a running server.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from scheduler.config import state_home
+
+KEY_PREFIX = "sk_"
+
+
+def default_key_file() -> Path:
+    return Path(os.environ.get("SCHEDULER_API_KEYS", str(state_home() / "api-keys.json")))
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a tenant's key (tenant set) or an admin key (tenant None)."""
+
+    key_id: str
+    tenant: str | None
+
+    @property
+    def admin(self) -> bool:
+        return self.tenant is None
+
+    def may_access(self, tenant: str) -> bool:
+        return self.admin or self.tenant == tenant
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def create_key(path: Path, tenant: str | None) -> str:
+    """Add a key for `tenant` (None: admin) to the file and return it; only its hash is stored."""
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    entries = _read(path)
+    entries[key_id] = {"tenant": tenant, "sha256": _digest(secret)}
+    _write(path, entries)
+    return f"{KEY_PREFIX}{key_id}_{secret}"
+
+
+def revoke_key(path: Path, key_id: str) -> bool:
+    entries = _read(path)
+    if entries.pop(key_id, None) is None:
+        return False
+    _write(path, entries)
+    return True
+
+
+def _read(path: Path) -> dict[str, dict[str, str | None]]:
+    if not path.exists():
+        return {}
+    return dict(json.loads(path.read_text())["keys"])
+
+
+def _write(path: Path, entries: dict[str, dict[str, str | None]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({"keys": entries}, out, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+class KeyStore:
+    """Verifies presented keys against the key file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._mtime: float | None = None
+        self._entries: dict[str, dict[str, str | None]] = {}
+
+    def _current(self) -> dict[str, dict[str, str | None]]:
+        try:
+            mtime = self.path.stat().st_mtime
+        except FileNotFoundError:
+            return {}
+        with self._lock:
+            if mtime != self._mtime:
+                self._entries = _read(self.path)
+                self._mtime = mtime
+            return self._entries
+
+    def verify(self, presented: str) -> Principal | None:
+        """The key's principal, or None for anything that is not a valid key."""
+        if not presented.startswith(KEY_PREFIX):
+            return None
+        key_id, sep, secret = presented[len(KEY_PREFIX):].partition("_")
+        entry = self._current().get(key_id)
+        if not sep or entry is None:
+            return None
+        if not hmac.compare_digest(_digest(secret), str(entry["sha256"])):
+            return None
+        return Principal(key_id, entry["tenant"])

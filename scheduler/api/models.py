@@ -1,0 +1,151 @@
+"""Request and response bodies of the HTTP API, and their mapping to the Avro records.
+
+Every number is bounded to what its Avro field holds (int: 32 bits, long: 64)
+and every string to a sane length, so bad input is refused with 422 before it
+can reach an encoder. Instants are epoch milliseconds, as on the wire.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from scheduler.client import SPEC_DEFAULTS, ValidationError
+
+Record = dict[str, Any]
+
+INT32 = 2**31 - 1
+INT64 = 2**63 - 1
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+Ms = Annotated[int, Field(ge=-(2**62), le=2**62)]
+Long = Annotated[int, Field(ge=0, le=INT64)]
+Int = Annotated[int, Field(ge=0, le=INT32)]
+SpecKind = Literal["ONCE", "CRON", "RATE"]
+OverlapPolicy = Literal["ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"]
+ScheduleId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+ScheduleStatus = Literal["ACTIVE", "PAUSED", "CANCELED", "COMPLETED"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SpecPatch(_Strict):
+    """Schedule spec fields; in a PATCH only those given change."""
+
+    kind: SpecKind | None = None
+    expression: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    time_zone: Annotated[str, Field(min_length=1, max_length=100)] | None = None
+    anchor_at_ms: Ms | None = None
+    start_at_ms: Ms | None = None
+    end_at_ms: Ms | None = None
+    max_fires: Annotated[int, Field(ge=1, le=INT64)] | None = None
+    dst_gap: Literal["SKIP", "SHIFT"] | None = None
+    dst_overlap: Literal["FIRST", "LAST", "BOTH"] | None = None
+    priority: Literal["HIGH", "NORMAL", "LOW"] | None = None
+    flexible_window_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
+    misfire_policy: Literal["SKIP", "FIRE_ONCE", "CATCH_UP"] | None = None
+    catch_up_limit: Annotated[int, Field(ge=0, le=100_000)] | None = None
+    max_lateness_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
+    overlap_policy: OverlapPolicy | None = None
+    payload: Annotated[str, Field(max_length=MAX_PAYLOAD_BYTES)] | None = Field(
+        None, description="payload as UTF-8 text")
+    payload_base64: Annotated[str, Field(max_length=MAX_PAYLOAD_BYTES * 4 // 3 + 4)] | None = Field(
+        None, description="payload as base64 (binary payloads); exclusive with `payload`")
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None
+    retry_backoff_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
+    run_timeout_ms: Annotated[int, Field(ge=1, le=2**40)] | None = None
+    occurrence_deadline_ms: Annotated[int, Field(ge=1, le=2**40)] | None = None
+
+    def fields(self) -> Record:
+        """The given fields as ScheduleSpec record fields (payload as bytes)."""
+        given = self.model_dump(exclude_none=True)
+        text, b64 = given.pop("payload", None), given.pop("payload_base64", None)
+        if text is not None and b64 is not None:
+            raise ValidationError("INVALID_SPEC", "payload: give `payload` or `payload_base64`, not both")
+        if text is not None:
+            given["payload"] = text.encode("utf-8")
+        elif b64 is not None:
+            try:
+                given["payload"] = base64.b64decode(b64, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ValidationError("INVALID_SPEC", f"payload_base64: {exc}") from exc
+        if len(given.get("payload", b"")) > MAX_PAYLOAD_BYTES:
+            raise ValidationError("INVALID_SPEC", f"payload: at most {MAX_PAYLOAD_BYTES} bytes")
+        return given
+
+
+class SpecIn(SpecPatch):
+    """A full schedule spec: kind and expression are required, the rest has defaults."""
+
+    kind: SpecKind
+    expression: Annotated[str, Field(min_length=1, max_length=1000)]
+
+    def record(self) -> Record:
+        return {**SPEC_DEFAULTS, **self.fields()}
+
+
+class CreateIn(_Strict):
+    schedule_id: ScheduleId | None = Field(
+        None, description="chosen id; default: derived from the Idempotency-Key (or random)")
+    spec: SpecIn
+
+
+class UpdateIn(_Strict):
+    spec: SpecIn
+    expected_version: Annotated[int, Field(ge=1, le=INT64)] | None = None
+
+
+class PatchIn(_Strict):
+    spec: SpecPatch
+    expected_version: Annotated[int, Field(ge=1, le=INT64)] | None = None
+
+
+class BackfillIn(_Strict):
+    from_ms: Ms
+    to_ms: Ms
+    overlap_override: OverlapPolicy | None = None
+
+
+class PreviewIn(_Strict):
+    spec: SpecIn
+    count: Annotated[int, Field(ge=0, le=1000)] = 10
+    after_ms: Ms | None = None
+
+
+class Quotas(_Strict):
+    max_active_schedules: Annotated[int, Field(ge=0, le=INT32)] | None = None
+    trigger_rate_per_s: Annotated[float, Field(ge=1e-3, le=INT32)] | None = None
+    max_concurrency: Annotated[int, Field(ge=1, le=INT32)] | None = None
+    catch_up_rate_per_s: Annotated[float, Field(ge=1e-3, le=INT32)] | None = None
+    retry_budget_per_min: Annotated[int, Field(ge=0, le=INT32)] | None = None
+
+
+class TenantIn(Quotas):
+    tenant: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class Error(BaseModel):
+    code: str
+    message: str
+
+
+def schedule_json(state: Record) -> Record:
+    """A ScheduleState for JSON: the payload as text when it is UTF-8, always as base64."""
+    spec = dict(state["spec"])
+    payload: bytes = spec.pop("payload")
+    try:
+        spec["payload"] = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        spec["payload"] = None
+    spec["payload_base64"] = base64.b64encode(payload).decode()
+    return {**state, "spec": spec}
+
+
+def result_json(result: Record) -> Record:
+    keys = ("command_id", "schedule_id", "command_type", "status", "version", "next_fires_ms", "processed_at_ms")
+    return {key: result[key] for key in keys}
+

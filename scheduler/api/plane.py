@@ -1,0 +1,35 @@
+"""The control plane's moving parts, opened together: command client, views, tenant registry."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.client import SchedulerClient
+from scheduler.tenants import TenantRegistry
+from scheduler.views import OccurrenceView, ScheduleView
+
+
+@dataclass
+class ControlPlane:
+    client: SchedulerClient
+    tenants: TenantRegistry
+
+    @classmethod
+    def open(cls, bootstrap: str, prefix: str, timeout_s: float = 30.0) -> "ControlPlane":
+        """Opens the views at once and reads them to their end, so the first request sees every schedule."""
+        client = SchedulerClient(bootstrap, prefix, timeout_s)
+        plane = cls(client, TenantRegistry(bootstrap, prefix, timeout_s))
+        for view in (plane.schedules, plane.occurrences, plane.tenants.view):
+            view.wait_caught_up(timeout_s)
+        return plane
+
+    @property
+    def schedules(self) -> ScheduleView:
+        return self.client.schedule_view()
+
+    @property
+    def occurrences(self) -> OccurrenceView:
+        return self.client.occurrence_view()
+
+    def close(self) -> None:
+        self.tenants.close()
+        self.client.close()

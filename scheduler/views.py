@@ -1,0 +1,239 @@
+"""Materialized views of the compacted topics the control plane reads from.
+
+A view follows a compacted topic (read_committed, every partition from the
+beginning, in a background thread) into an in-memory dict, so reads (HTTP GETs,
+`scheduler schedules get`) never scan a topic per request. Every entry of the
+topic is held in memory: for the schedules topic that is one ScheduleState per
+schedule (a few hundred bytes plus the spec's payload), so around a million
+schedules fit in 1-2 GiB; the occurrence-status view is bounded by the changelog's
+7-day retention. Beyond that a view must be sharded (per tenant topic) or moved
+to a local store.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+
+from scheduler.codec import Codec, DecodeError, RecordCodec
+from scheduler.topology import Topology
+
+log = logging.getLogger(__name__)
+
+Record = dict[str, Any]
+
+# Schedules in these states can still fire (a paused one can be resumed).
+LIVE_STATES = frozenset({"ACTIVE", "PAUSED"})
+
+
+class ViewUnavailable(RuntimeError):
+    """The view's topic does not exist (run `scheduler topics ensure`)."""
+
+
+class CompactedView:
+    """Latest decoded value per key of one compacted topic; subclasses index it."""
+
+    schema = ""
+
+    def __init__(self, bootstrap: str, topic: str, codec: RecordCodec | None = None) -> None:
+        self.topic = topic
+        self.codec = codec or Codec.default()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._applied: dict[int, int] = {}
+        self.consumer = Consumer({
+            "bootstrap.servers": bootstrap,
+            "group.id": f"view-{uuid.uuid4()}",  # required by the client; never joined nor committed
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 4,
+        })
+        partitions = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        if not partitions:
+            self.consumer.close()
+            raise ViewUnavailable(f"topic {topic} does not exist: run `scheduler topics ensure` first")
+        self.partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(partitions)]
+        self.consumer.assign(self.partitions)
+        self._thread = threading.Thread(target=self._follow, name=f"view:{topic}", daemon=True)
+        self._thread.start()
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+    def __enter__(self) -> "CompactedView":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def wait_caught_up(self, timeout: float = 30.0) -> bool:
+        """Block until everything committed to the topic before this call is applied; False on timeout.
+
+        Read-your-writes: the engine commits a schedule's changelog record in the
+        transaction that carries the command's result, so after an ACCEPTED result
+        a caught-up view holds the new state.
+        """
+        ends: dict[int, int] = {}
+        for tp in self.partitions:
+            low, high = self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+            if high > low:
+                ends[tp.partition] = high
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not all(self._applied.get(p, -1) >= end for p, end in ends.items()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+        return True
+
+    # -- following ------------------------------------------------------------------
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            first = self.consumer.poll(0.1)
+            messages = [] if first is None else [first, *self.consumer.consume(1000, timeout=0)]
+            with self._cond:
+                for message in messages:
+                    self._apply_message(message)
+                # The consumer's position passes transaction markers too; taken after the batch is
+                # applied, it tells waiters exactly what the dict holds.
+                self._applied = {tp.partition: tp.offset for tp in self.consumer.position(self.partitions)}
+                self._cond.notify_all()
+
+    def _apply_message(self, message: Message) -> None:
+        error = message.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("view %s: %s", self.topic, error)
+            return
+        key = message.key()
+        if key is None:
+            return
+        value = message.value()
+        if value is None:
+            self._delete(key.decode(errors="replace"))
+            return
+        try:
+            record = self.codec.decode(self.schema, value)
+        except DecodeError as exc:
+            log.warning("view %s offset %d: ignoring undecodable record: %s", self.topic, message.offset(), exc)
+            return
+        self._put(key.decode(errors="replace"), record)
+
+    def _put(self, key: str, record: Record) -> None:
+        raise NotImplementedError
+
+    def _delete(self, key: str) -> None:
+        raise NotImplementedError
+
+
+class ScheduleView(CompactedView):
+    """schedule_id -> ScheduleState from `<prefix>.schedules`, indexed by tenant."""
+
+    schema = "ScheduleState"
+
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+        self._by_id: dict[str, Record] = {}
+        self._by_tenant: dict[str, dict[str, Record]] = {}
+        super().__init__(bootstrap, Topology.load().topic_name("schedules", prefix), codec)
+
+    def _put(self, key: str, record: Record) -> None:
+        current = self._by_id.get(key)
+        # A re-published older version (an engine restore) must not undo a newer one.
+        if current is not None and current["version"] > record["version"]:
+            return
+        if current is not None and current["tenant"] != record["tenant"]:
+            self._by_tenant.get(current["tenant"], {}).pop(key, None)
+        self._by_id[key] = record
+        self._by_tenant.setdefault(record["tenant"], {})[key] = record
+
+    def _delete(self, key: str) -> None:
+        current = self._by_id.pop(key, None)
+        if current is not None:
+            self._by_tenant.get(current["tenant"], {}).pop(key, None)
+
+    def get(self, tenant: str, schedule_id: str) -> Record | None:
+        """The schedule, or None when it does not exist or belongs to another tenant."""
+        with self._cond:
+            return self._by_tenant.get(tenant, {}).get(schedule_id)
+
+    def list(self, tenant: str, state: str | None = None, after: str | None = None,
+             limit: int | None = None) -> list[Record]:
+        """The tenant's schedules ordered by schedule_id, from the one after `after` (a page cursor)."""
+        with self._cond:
+            mine = list(self._by_tenant.get(tenant, {}).values())
+        selected = sorted((s for s in mine if (state is None or s["state"] == state)
+                           and (after is None or s["schedule_id"] > after)), key=lambda s: s["schedule_id"])
+        return selected if limit is None else selected[:limit]
+
+    def count_live(self, tenant: str) -> int:
+        with self._cond:
+            return sum(1 for s in self._by_tenant.get(tenant, {}).values() if s["state"] in LIVE_STATES)
+
+    def wait_for_version(self, schedule_id: str, version: int, timeout: float) -> Record | None:
+        """The schedule once the view holds `version` or newer; None if it did not arrive in time."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                current = self._by_id.get(schedule_id)
+                if current is not None and current["version"] >= version:
+                    return current
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                self._cond.wait(left)
+
+
+class OccurrenceView(CompactedView):
+    """occurrence_id -> OccurrenceStatus from `<prefix>.occurrence-status-changelog`."""
+
+    schema = "OccurrenceStatus"
+
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+        self._by_id: dict[str, Record] = {}
+        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec)
+
+    def _put(self, key: str, record: Record) -> None:
+        self._by_id[key] = record
+
+    def _delete(self, key: str) -> None:
+        self._by_id.pop(key, None)
+
+    def get(self, tenant: str, occurrence_id: str) -> Record | None:
+        """The occurrence's status, or None when unknown or another tenant's."""
+        with self._cond:
+            status = self._by_id.get(occurrence_id)
+        return status if status is not None and status["tenant"] == tenant else None
+
+
+class TenantView(CompactedView):
+    """tenant -> Tenant record from the single-partition `<prefix>.tenants` topic."""
+
+    schema = "Tenant"
+
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+        self._by_name: dict[str, Record] = {}
+        super().__init__(bootstrap, Topology.load().topic_name("tenants", prefix), codec)
+
+    def _put(self, key: str, record: Record) -> None:
+        self._by_name[key] = record
+
+    def _delete(self, key: str) -> None:
+        self._by_name.pop(key, None)
+
+    def get(self, tenant: str) -> Record | None:
+        with self._cond:
+            return self._by_name.get(tenant)
+
+    def list(self) -> list[Record]:
+        with self._cond:
+            return [self._by_name[name] for name in sorted(self._by_name)]
