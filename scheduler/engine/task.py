@@ -126,11 +126,8 @@ class SchedulerTask:
 
     def on_admission_request(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
         """This partition's share of tenants: count their active schedules and grant or refuse slots."""
-        try:
-            request = self.codec.decode("AdmissionRequest", value or b"")
-        except DecodeError as exc:
-            self._reject_input(key, f"{self.topics.admissions}/{self.partition}/{offset}",
-                               f"undecodable admission request: {exc}", now_ms)
+        request = self._decode("AdmissionRequest", self.topics.admissions, key, value, offset, now_ms)
+        if request is None:
             return
         tenant = request["tenant"].encode()
         raw = self.txn.get("admissions", tenant)
@@ -150,11 +147,8 @@ class SchedulerTask:
                                 "decided_at_ms": now_ms}), None))
 
     def on_admission_result(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
-        try:
-            answer = self.codec.decode("AdmissionResult", value or b"")
-        except DecodeError as exc:
-            self._reject_input(key, f"{self.topics.admission_results}/{self.partition}/{offset}",
-                               f"undecodable admission result: {exc}", now_ms)
+        answer = self._decode("AdmissionResult", self.topics.admission_results, key, value, offset, now_ms)
+        if answer is None:
             return
         state = self._schedule(answer["schedule_id"])
         if state is None or state["state"] != "PENDING" or state["tenant"] != answer["tenant"]:
@@ -190,11 +184,8 @@ class SchedulerTask:
                             state["schedule_id"].encode(), self.codec.encode("ScheduleState", state), None))
 
     def on_attempt(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
-        try:
-            event = self.codec.decode("AttemptEvent", value or b"")
-        except DecodeError as exc:
-            self._reject_input(key, f"{self.topics.attempts}/{self.partition}/{offset}",
-                               f"undecodable attempt event: {exc}", now_ms)
+        event = self._decode("AttemptEvent", self.topics.attempts, key, value, offset, now_ms)
+        if event is None:
             return
         schedule = self._schedule(event["schedule_id"])
         if schedule is not None and schedule["tenant"] != event["tenant"]:
@@ -231,13 +222,20 @@ class SchedulerTask:
         self._send_result(key, result_record(base, "REJECTED", now_ms, reason="MALFORMED_RECORD", message=message,
                                              source=source))
 
-    def _reject_input(self, key: bytes | None, source: str, message: str, now_ms: int) -> None:
-        log.warning("rejected %s: %s", source, message)
-        self.outbox.append((self.topics.occurrence_events, key, self.codec.encode("OccurrenceEvent", {
-            "occurrence_id": None, "schedule_id": (key or b"").decode(errors="replace"), "tenant": "",
-            "schedule_version": 0, "scheduled_for_ms": None, "kind": "REJECTED_INPUT",
-            "reason": f"{source}: {message}", "range_first_ms": None, "range_last_ms": None, "count": 1,
-            "recorded_at_ms": now_ms}), self.partition))
+    def _decode(self, schema: str, topic: str, key: bytes | None, value: bytes | None, offset: int,
+                now_ms: int) -> Record | None:
+        """An input record that cannot be decoded is reported with its position, and processing goes on."""
+        try:
+            return self.codec.decode(schema, value or b"")
+        except DecodeError as exc:
+            source = f"{topic}/{self.partition}/{offset}"
+            log.warning("rejected %s: %s", source, exc)
+            self.outbox.append((self.topics.occurrence_events, key, self.codec.encode("OccurrenceEvent", {
+                "occurrence_id": None, "schedule_id": (key or b"").decode(errors="replace"), "tenant": "",
+                "schedule_version": 0, "scheduled_for_ms": None, "kind": "REJECTED_INPUT",
+                "reason": f"{source}: undecodable {schema}: {exc}", "range_first_ms": None, "range_last_ms": None,
+                "count": 1, "recorded_at_ms": now_ms}), self.partition))
+            return None
 
     def _send_result(self, key: bytes | None, result: Record) -> None:
         self.outbox.append((self.topics.command_results, key, self.codec.encode("CommandResult", result),

@@ -183,3 +183,23 @@ def test_an_attempt_silent_past_its_run_timeout_is_lost_and_stops_blocking(env):
     worker.send(first, "STARTED", "crashed-worker")
     found = wait_for(occurrences, "lost", 2, timeout=15)
     assert found[1]["scheduled_for_ms"] - first["scheduled_for_ms"] >= 3000
+
+
+def test_an_undecodable_attempt_event_is_reported_with_its_position_and_processing_goes_on(
+        env, kafka_bootstrap, unique_prefix):
+    process, client, occurrences, worker = env
+    events = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("occurrence-events", unique_prefix)],
+                         "OccurrenceEvent")
+    worker.producer.produce(worker.topic, b"\xc3\x01garbage", b"after")
+    worker.producer.flush(10)
+    client.create(TENANT, make_spec("once", soon(), max_attempts=1), schedule_id="after")
+    first = wait_for(occurrences, "after", 1)[0]
+    worker.run(first, "FAILED", retryable=True, error_class="Boom", error_message="x")
+    try:
+        found = events.until(lambda got: any(e.record["kind"] == "REJECTED_INPUT" for e in got), timeout=20)
+    finally:
+        events.close()
+    rejected = [e.record for e in found if e.record["kind"] == "REJECTED_INPUT"]
+    assert len(rejected) == 1 and rejected[0]["reason"].startswith(f"{worker.topic}/")
+    time.sleep(1)
+    assert latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"])["state"] == "DEAD"
