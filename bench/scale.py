@@ -48,7 +48,9 @@ def main() -> int:
             f"{changelog.get('schedules', 0) / n:,.0f} | {changelog.get('timeline-changelog', 0):,} | "
             f"{st['restore_s']:.1f} | {st['restore_s'] / n * 1e6:,.0f} | {st['create_rate']:,.0f} |")
     lines += ["", "Creates/s is the idle load's end-to-end rate (send to ACCEPTED) when there is one, else the burst's.",
-              "Changelog bytes are the broker's log segments before compaction (local broker only).", ""]
+              "Changelog bytes are the broker's `.log` segment bytes on disk, before compaction (local broker only);",
+              "the timeline changelog holds the burst's entries and their tombstones. RocksDB bytes are the",
+              "allocated size of the state directory (WAL included) after the engine stopped.", ""]
     path = RESULTS / f"scale-{args.count}.md"
     path.write_text("\n".join(lines) + "\n")
     print(path.read_text())

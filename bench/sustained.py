@@ -101,8 +101,8 @@ def main() -> int:
                              daemon=True)
         reader.start()
 
-        # Start once loading is surely done: creates run at ~2,000/s on this machine.
-        start_ms = (math.ceil(time.time() + schedules / 1000 + 20)) * 1000
+        # Start once loading is surely done: creates run at 1,000-3,000/s on this machine.
+        start_ms = (math.ceil(time.time() + schedules / 600 + 30)) * 1000
         end_ms = start_ms + duration_ms - 1
         expected: dict[str, int] = {}
         with SchedulerClient(bootstrap, prefix, timeout_s=600) as client:

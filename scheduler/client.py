@@ -23,7 +23,7 @@ from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import SpecError
 from scheduler.topology import InvalidNameError, Topology, validate_name_part
-from scheduler.views import CompactedView, OccurrenceView, ScheduleView
+from scheduler.views import CompactedView, OccurrenceView, ScheduleView, watermarks
 
 Record = dict[str, Any]
 
@@ -111,15 +111,28 @@ def validate_spec(spec: Record) -> None:
     except SpecError as exc:
         reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
         raise ValidationError(reason, f"{exc.field}: {exc.message}") from exc
+    except (OverflowError, ValueError) as exc:  # an instant outside the calendar's years 1..9999
+        raise ValidationError("INVALID_SPEC", str(exc)) from exc
+
+
+def with_anchor(spec: Record, now_ms: int) -> Record:
+    """A RATE spec without anchor_at_ms or start_at_ms counts its periods from now (to the second)."""
+    if spec.get("kind") == "RATE" and spec.get("anchor_at_ms") is None and spec.get("start_at_ms") is None:
+        return {**spec, "anchor_at_ms": now_ms - now_ms % 1000}
+    return spec
 
 
 def preview(spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None, fired_before: int = 0) -> list[int]:
     """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
+    after = int(time.time() * 1000) if after_ms is None else after_ms
+    spec = with_anchor(spec, after)
     validate_spec(spec)
     if not 0 <= count <= MAX_PREVIEW:
         raise ValidationError("INVALID_SPEC", f"count: must be between 0 and {MAX_PREVIEW}")
-    after = int(time.time() * 1000) if after_ms is None else after_ms
-    fires = next_fires(compile_spec(spec), instants.to_datetime(after), count, fired_before)
+    try:
+        fires = next_fires(compile_spec(spec), instants.to_datetime(after), count, fired_before)
+    except (OverflowError, ValueError) as exc:  # instants past the calendar's range (year 1..9999)
+        raise ValidationError("INVALID_SPEC", f"preview: {exc}") from exc
     return [instants.to_ms(f.scheduled_for) for f in fires]
 
 
@@ -161,10 +174,8 @@ class SchedulerClient:
                               "run `scheduler topics ensure` (or start a scheduler) first")
         # Concrete end offsets, not OFFSET_END: a result produced before the first fetch resolved
         # a logical offset would otherwise be skipped.
-        self.consumer.assign([TopicPartition(self.results_topic, p,
-                                             self.consumer.get_watermark_offsets(
-                                                 TopicPartition(self.results_topic, p), timeout=10)[1])
-                              for p in partitions])
+        ends = watermarks(self.consumer, self.results_topic, list(partitions))
+        self.consumer.assign([TopicPartition(self.results_topic, p, high) for p, (_, high) in ends.items()])
         self._lock = threading.Lock()
         self._cond = threading.Condition()
         self._stop = threading.Event()
@@ -299,11 +310,13 @@ class SchedulerClient:
         if schedule_id is None:
             key = idempotency_key or str(uuid.uuid4())
             schedule_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))
+        spec = with_anchor(spec, int(time.time() * 1000))
         return self._call("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
 
     def update(self, tenant: str, schedule_id: str, spec: Record, expected_version: int | None = None, *,
                dry_run: bool = False, count: int = PREVIEW_COUNT) -> Record:
         """With dry_run nothing is sent: the next `count` fires before and after the change, side by side."""
+        spec = with_anchor(spec, int(time.time() * 1000))
         if not dry_run:
             return self._call("UPDATE", schedule_id, tenant, spec=spec, expected_version=expected_version)
         validate_spec(spec)

@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from scheduler.codec import Codec, DecodeError, RecordCodec
 from scheduler.topology import Topology
@@ -26,8 +26,23 @@ log = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 
-# Schedules in these states can still fire (a paused one can be resumed).
-LIVE_STATES = frozenset({"ACTIVE", "PAUSED"})
+# Schedules in these states hold (or are asking for) a slot of the tenant's quota and can still fire.
+LIVE_STATES = frozenset({"ACTIVE", "PAUSED", "PENDING"})
+# A PENDING schedule waits for the quota check of its CREATE: it does not exist yet for readers.
+HIDDEN_STATES = frozenset({"PENDING"})
+
+
+def watermarks(consumer: Consumer, topic: str, partitions: list[int], timeout: float = 15.0) -> dict[int, tuple[int, int]]:
+    """(low, high) per partition, retried while a new topic's leaders are still being elected."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5, cached=False)
+                    for p in partitions}
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 class ViewUnavailable(RuntimeError):
@@ -45,16 +60,22 @@ class CompactedView:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._applied: dict[int, int] = {}
-        self.consumer = Consumer({
+        conf = {
             "bootstrap.servers": bootstrap,
             "group.id": f"view-{uuid.uuid4()}",  # required by the client; never joined nor committed
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "log_level": 4,
-        })
+        }
+        self.consumer = Consumer(conf)
+        # Watermark queries on the consumer the follower thread polls block behind the poll:
+        # waiters ask their own handle.
+        self._offsets = Consumer(conf)
+        self._offsets_lock = threading.Lock()
         partitions = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
         if not partitions:
             self.consumer.close()
+            self._offsets.close()
             raise ViewUnavailable(f"topic {topic} does not exist: run `scheduler topics ensure` first")
         self.partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(partitions)]
         self.consumer.assign(self.partitions)
@@ -67,6 +88,7 @@ class CompactedView:
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()
+        self._offsets.close()
 
     def __enter__(self) -> "CompactedView":
         return self
@@ -81,11 +103,9 @@ class CompactedView:
         transaction that carries the command's result, so after an ACCEPTED result
         a caught-up view holds the new state.
         """
-        ends: dict[int, int] = {}
-        for tp in self.partitions:
-            low, high = self.consumer.get_watermark_offsets(tp, timeout=10, cached=False)
-            if high > low:
-                ends[tp.partition] = high
+        with self._offsets_lock:
+            marks = watermarks(self._offsets, self.topic, [tp.partition for tp in self.partitions])
+        ends = {p: high for p, (low, high) in marks.items() if high > low}
         deadline = time.monotonic() + timeout
         with self._cond:
             while not all(self._applied.get(p, -1) >= end for p, end in ends.items()):
@@ -164,14 +184,16 @@ class ScheduleView(CompactedView):
     def get(self, tenant: str, schedule_id: str) -> Record | None:
         """The schedule, or None when it does not exist or belongs to another tenant."""
         with self._cond:
-            return self._by_tenant.get(tenant, {}).get(schedule_id)
+            state = self._by_tenant.get(tenant, {}).get(schedule_id)
+        return None if state is None or state["state"] in HIDDEN_STATES else state
 
     def list(self, tenant: str, state: str | None = None, after: str | None = None,
              limit: int | None = None) -> list[Record]:
         """The tenant's schedules ordered by schedule_id, from the one after `after` (a page cursor)."""
         with self._cond:
             mine = list(self._by_tenant.get(tenant, {}).values())
-        selected = sorted((s for s in mine if (state is None or s["state"] == state)
+        selected = sorted((s for s in mine if s["state"] not in HIDDEN_STATES
+                           and (state is None or s["state"] == state)
                            and (after is None or s["schedule_id"] > after)), key=lambda s: s["schedule_id"])
         return selected if limit is None else selected[:limit]
 
@@ -185,7 +207,7 @@ class ScheduleView(CompactedView):
         with self._cond:
             while True:
                 current = self._by_id.get(schedule_id)
-                if current is not None and current["version"] >= version:
+                if current is not None and current["version"] >= version and current["state"] not in HIDDEN_STATES:
                     return current
                 left = deadline - time.monotonic()
                 if left <= 0:

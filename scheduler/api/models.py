@@ -20,7 +20,8 @@ INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 MAX_PAYLOAD_BYTES = 256 * 1024
 
-Ms = Annotated[int, Field(ge=-(2**62), le=2**62)]
+# Epoch ms within the calendar's years 1..9999 (what datetime, hence the time logic, handles).
+Ms = Annotated[int, Field(ge=-62_135_596_800_000, le=253_402_300_799_999)]
 Long = Annotated[int, Field(ge=0, le=INT64)]
 Int = Annotated[int, Field(ge=0, le=INT32)]
 SpecKind = Literal["ONCE", "CRON", "RATE"]

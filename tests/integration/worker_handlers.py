@@ -56,3 +56,17 @@ def sqlite_effect(occurrence: Occurrence, ctx: AttemptContext) -> None:
         conn.close()
     if os.environ.get("WORKER_TEST_HANG_AFTER_EFFECT"):
         time.sleep(600)
+
+
+def fails_twice(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """Retryable failure on attempts 1 and 2, success on the third."""
+    _note(occurrence, ctx, at=time.time())
+    if occurrence.attempt < 3:
+        raise RetryableError(f"attempt {occurrence.attempt} failed")
+
+
+def slow(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """Takes 2.5 s, noting when it started and ended, so a test can check runs never overlap."""
+    started = time.time()
+    time.sleep(2.5)
+    _note(occurrence, ctx, started=started, ended=time.time())

@@ -1,0 +1,91 @@
+"""`scheduler schedules|tenants|occurrences|api keys` as a script sees them: JSON output and exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from control_env import control_env
+from engine_harness import REPO
+from scheduler.api.keys import KeyStore
+
+
+@pytest.fixture(scope="module")
+def env(kafka_bootstrap, tmp_path_factory):
+    yield from control_env(kafka_bootstrap, tmp_path_factory.mktemp("cli"))
+
+
+def cli(env, *args: str, prefix: str | None = None) -> tuple[int, object]:
+    run = subprocess.run([sys.executable, "-m", "scheduler", *args, "--json"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
+                              "SCHEDULER_TOPIC_PREFIX": prefix or env.prefix})
+    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else None
+
+
+def test_schedule_commands_and_their_exit_codes(env):
+    sid = f"cli-{uuid.uuid4().hex[:6]}"
+    code, created = cli(env, "schedules", "create", "--tenant", "acme", "--cron", "0 9 * * MON-FRI",
+                        "--tz", "Asia/Tokyo", "--id", sid, "--payload", "{}")
+    assert code == 0 and created["status"] == "ACCEPTED" and created["version"] == 1
+    code, got = cli(env, "schedules", "get", "--tenant", "acme", sid)
+    assert code == 0 and got["spec"]["expression"] == "0 9 * * MON-FRI" and got["spec"]["payload"] == "{}"
+    code, listed = cli(env, "schedules", "list", "--tenant", "acme")
+    assert code == 0 and sid in [s["schedule_id"] for s in listed]
+    code, diff = cli(env, "schedules", "update", "--tenant", "acme", sid, "--cron", "0 10 * * MON-FRI", "--dry-run")
+    assert code == 0 and diff["before_ms"] != diff["after_ms"]
+    code, updated = cli(env, "schedules", "update", "--tenant", "acme", sid, "--cron", "0 10 * * MON-FRI")
+    assert code == 0 and updated["version"] == 2
+    assert cli(env, "schedules", "update", "--tenant", "acme", sid, "--max-attempts", "5",
+               "--expected-version", "1")[0] == 4
+    assert cli(env, "schedules", "pause", "--tenant", "acme", sid)[0] == 0
+    assert cli(env, "schedules", "resume", "--tenant", "acme", sid)[0] == 0
+    code, fired = cli(env, "schedules", "trigger", "--tenant", "acme", sid)
+    assert code == 0 and len(fired["next_fires_ms"]) == 1
+    code, back = cli(env, "schedules", "backfill", "--tenant", "acme", sid, "--from", "2026-01-05T00:00:00Z",
+                     "--to", "2026-01-09T23:59:59Z")
+    assert code == 0 and len(back["next_fires_ms"]) == 5
+    code, fires = cli(env, "schedules", "preview", "--tenant", "acme", sid, "--count", "3")
+    assert code == 0 and len(fires) == 3
+    assert cli(env, "schedules", "get", "--tenant", "globex", sid)[0] == 3
+    assert cli(env, "schedules", "cancel", "--tenant", "acme", sid)[0] == 0
+    code, error = cli(env, "schedules", "resume", "--tenant", "acme", sid)
+    assert code == 4 and error["code"] == "INVALID_STATE"
+    code, error = cli(env, "schedules", "create", "--tenant", "acme", "--cron", "0 9 * *")
+    assert code == 2 and error["code"] == "INVALID_SPEC"
+    assert cli(env, "occurrences", "get", "--tenant", "acme", "0" * 32)[0] == 3
+    assert cli(env, "occurrences", "rerun", "--tenant", "acme", "0" * 32)[0] == 3
+    assert cli(env, "schedules", "get", "--tenant", "acme", sid, prefix="missing-prefix")[0] == 6
+
+
+def test_tenant_commands_quota_and_delete(env):
+    name = f"cli{uuid.uuid4().hex[:6]}"
+    code, tenant = cli(env, "tenants", "register", name, "--max-active-schedules", "1")
+    assert code == 0 and tenant["max_active_schedules"] == 1
+    assert cli(env, "tenants", "register", name)[0] == 4
+    assert cli(env, "tenants", "register", "bad/name")[0] == 2
+    assert name in [t["tenant"] for t in cli(env, "tenants", "list")[1]]
+    assert cli(env, "tenants", "get", name)[1]["max_active_schedules"] == 1
+    assert cli(env, "schedules", "create", "--tenant", name, "--every", "1h", "--id", f"{name}-1")[0] == 0
+    code, error = cli(env, "schedules", "create", "--tenant", name, "--every", "1h", "--id", f"{name}-2")
+    assert code == 5 and error["code"] == "QUOTA"
+    assert cli(env, "tenants", "set-quota", name, "--max-active-schedules", "2")[1]["max_active_schedules"] == 2
+    code, error = cli(env, "tenants", "delete", name)
+    assert code == 4 and error["code"] == "TENANT_HAS_SCHEDULES"
+    assert cli(env, "tenants", "delete", name, "--force")[0] == 0
+    assert cli(env, "tenants", "get", name)[0] == 3
+
+
+def test_api_keys_create_prints_the_key_once_and_stores_its_hash(env, tmp_path):
+    key_file = tmp_path / "keys.json"
+    code, made = cli(env, "api", "keys", "create", "--tenant", "acme", "--keys", str(key_file))
+    assert code == 0 and made["key"].startswith("sk_")
+    assert made["key"].split("_", 2)[2] not in key_file.read_text()
+    principal = KeyStore(key_file).verify(made["key"])
+    assert principal is not None and principal.tenant == "acme"
+    assert KeyStore(key_file).verify(made["key"] + "x") is None
+    assert cli(env, "api", "keys", "create", "--keys", str(key_file))[0] == 2

@@ -1,0 +1,128 @@
+"""A real scheduler and real worker processes together: what issue 5 promises users."""
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout
+from scheduler.client import SchedulerClient, make_spec
+from worker_harness import WorkerProcess, attempt_reader, handled, kinds_by_occurrence, wait_for
+
+TENANT = "e2e"
+
+
+@pytest.fixture
+def system(kafka_bootstrap, unique_prefix, tmp_path):
+    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
+    scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "3")).start()
+    client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60)
+    workers: list[WorkerProcess] = []
+
+    def worker(handler: str) -> WorkerProcess:
+        started = WorkerProcess(kafka_bootstrap, unique_prefix, TENANT, f"worker_handlers:{handler}",
+                                tmp_path / "work").start()
+        workers.append(started)
+        return started
+
+    yield client, worker, tmp_path / "work"
+    for started in workers:
+        started.stop_quietly()
+    client.close()
+    if scheduler.alive():
+        scheduler.terminate()
+
+
+def soon(seconds: float = 3) -> str:
+    return datetime.fromtimestamp(math.ceil(time.time() + seconds), tz=timezone.utc).isoformat().replace(
+        "+00:00", "Z")
+
+
+def test_a_handler_failing_twice_then_succeeding_gets_three_attempts_with_one_occurrence_id(
+        system, kafka_bootstrap, unique_prefix):
+    client, worker, workdir = system
+    worker("fails_twice")
+    client.create(TENANT, make_spec("once", soon(), max_attempts=5, retry_backoff_ms=500), schedule_id="flaky")
+    wait_for(lambda: len(handled(workdir)) >= 3, 60, "three attempts")
+    calls = handled(workdir)
+    assert [c["attempt"] for c in calls] == [1, 2, 3]
+    assert len({c["occurrence_id"] for c in calls}) == 1
+    assert len({c["token"] for c in calls}) == 3, "each attempt has its own token"
+    assert calls[1]["at"] > calls[0]["at"] and calls[2]["at"] > calls[1]["at"]
+    reader = attempt_reader(kafka_bootstrap, unique_prefix)
+    try:
+        reader.until(lambda got: len(got) >= 6, 20)
+    finally:
+        reader.close()
+    assert kinds_by_occurrence(reader)[calls[0]["occurrence_id"]] == ["STARTED", "FAILED"] * 2 + ["STARTED",
+                                                                                                    "SUCCEEDED"]
+    status = client.occurrence(TENANT, calls[0]["occurrence_id"])
+    assert status["state"] == "SUCCEEDED" and status["attempt"] == 3
+
+
+def test_a_permanent_error_is_dead_at_once_and_rerun_brings_it_back_with_the_same_id(
+        system, kafka_bootstrap, unique_prefix):
+    client, worker, workdir = system
+    worker("by_payload")
+    client.create(TENANT, make_spec("once", soon(), payload=b"permanent", max_attempts=5), schedule_id="dead")
+    dead = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("dead-letters", unique_prefix, tenant=TENANT)],
+                       "DeadLetter")
+    try:
+        letters = dead.until(lambda got: len(got) >= 1, 30)
+    finally:
+        dead.close()
+    assert len(handled(workdir)) == 1, "a permanent error must not be retried"
+    occurrence_id = letters[0].record["occurrence"]["occurrence_id"]
+    client.rerun(TENANT, occurrence_id, schedule_id="dead")
+    wait_for(lambda: len(handled(workdir)) >= 2, 30, "the re-run")
+    rerun = handled(workdir)[1]
+    assert rerun["occurrence_id"] == occurrence_id and rerun["attempt"] == 2
+
+
+def test_an_occurrence_cancelled_after_enqueue_is_skipped_by_the_worker_which_says_so(
+        system, kafka_bootstrap, unique_prefix):
+    client, worker, workdir = system
+    client.create(TENANT, make_spec("once", soon(2)), schedule_id="late-cancel")
+    occurrences = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("occurrences", unique_prefix, tenant=TENANT,
+                                                                     priority="normal")], "Occurrence")
+    try:
+        enqueued = occurrences.until(lambda got: len(got) >= 1, 20)
+    finally:
+        occurrences.close()
+    client.cancel(TENANT, "late-cancel")
+    worker("record")
+    reader = attempt_reader(kafka_bootstrap, unique_prefix)
+    try:
+        events = reader.until(lambda got: len(got) >= 1, 30)
+    finally:
+        reader.close()
+    assert [e.record["kind"] for e in events] == ["SKIPPED_STALE"]
+    assert events[0].record["occurrence_id"] == enqueued[0].record["occurrence_id"]
+    assert handled(workdir) == [], "the handler ran a cancelled occurrence"
+
+
+@pytest.mark.parametrize("policy", ["SKIP_IF_RUNNING", "QUEUE_ONE"])
+def test_a_handler_slower_than_its_period_never_runs_twice_at_once(system, kafka_bootstrap, unique_prefix, policy):
+    client, worker, workdir = system
+    worker("slow")
+    anchor_ms = math.floor(time.time()) * 1000
+    client.create(TENANT, make_spec("rate", "every 1s", anchor_at_ms=anchor_ms, overlap_policy=policy,
+                                    max_lateness_ms=30_000), schedule_id="slow")
+    wait_for(lambda: len(handled(workdir)) >= 3, 40, "three runs")
+    client.pause(TENANT, "slow")
+    runs = sorted(handled(workdir), key=lambda c: c["started"])
+    for before, after in zip(runs, runs[1:]):
+        assert after["started"] >= before["ended"] - 0.05, "two runs overlapped"
+    events = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("occurrence-events", unique_prefix)],
+                         "OccurrenceEvent")
+    try:
+        events.poll(2)
+    finally:
+        events.close()
+    skipped = [e.record for e in events.received if e.record["kind"] == "SKIPPED_OVERLAP"]
+    assert skipped, "fires during a run must be recorded SKIPPED_OVERLAP"
+    if policy == "QUEUE_ONE":
+        gaps = [after["started"] - before["ended"] for before, after in zip(runs, runs[1:])]
+        assert min(gaps) < 1.0, "the queued occurrence starts as soon as the running one ends"
