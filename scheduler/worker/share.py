@@ -3,9 +3,11 @@
 The broker's acquisition lock on a record is the visibility lease: a worker that dies or
 overruns it (the group's `share.record.lock.duration.ms`, 30 s by default) loses the record to
 another worker. Acknowledgements follow the recorded outcome, written first:
-ACCEPT for SUCCEEDED and SKIPPED_STALE, RELEASE for a retryable FAILED (the broker redelivers it,
-at most the group's delivery count limit times), REJECT for a permanent FAILED and for records
-that are not Occurrences. A record whose outcome could not be written is RELEASEd.
+ACCEPT for SUCCEEDED, SKIPPED_STALE and a retryable FAILED, REJECT for a permanent FAILED and for
+records that are not Occurrences; RELEASE (the broker redelivers, at most the group's delivery
+count limit times) for a record whose outcome could not be written. A retryable failure is
+ACCEPTed because the scheduler already retries it from the FAILED event, with backoff and the
+tenant's retry budget: a RELEASE too would run every failed occurrence twice.
 
 Priorities: a share consumer cannot pause partitions, so each polled batch is processed highest
 priority first; priority holds within a batch, not across batches.
@@ -47,7 +49,7 @@ def configure_share_group(bootstrap: str, group_id: str) -> None:
 def acknowledgement(outcome: dict[str, object]) -> int:
     """How the broker should treat a record whose outcome event is `outcome`."""
     if outcome["kind"] == "FAILED":
-        return AcknowledgeType.RELEASE if outcome["retryable"] else AcknowledgeType.REJECT
+        return AcknowledgeType.ACCEPT if outcome["retryable"] else AcknowledgeType.REJECT
     return ACK_FOR_KIND[str(outcome["kind"])]
 
 

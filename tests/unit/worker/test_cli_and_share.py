@@ -29,7 +29,7 @@ def test_worker_command_parses_its_options():
 @pytest.mark.parametrize(("kind", "retryable", "ack"), [
     ("SUCCEEDED", False, AcknowledgeType.ACCEPT),
     ("SKIPPED_STALE", False, AcknowledgeType.ACCEPT),
-    ("FAILED", True, AcknowledgeType.RELEASE),
+    ("FAILED", True, AcknowledgeType.ACCEPT),
     ("FAILED", False, AcknowledgeType.REJECT),
 ])
 def test_share_acknowledgement_follows_the_recorded_outcome(kind, retryable, ack):
