@@ -11,7 +11,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 

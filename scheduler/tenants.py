@@ -139,3 +139,4 @@ class TenantRegistry:
                               on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
         if self.producer.flush(self.timeout_s) or failures:
             raise Unavailable("UNAVAILABLE", f"could not write to {self.topic}: {failures or 'timeout'}")
+        self._fresh_view()  # read-your-writes for whoever serves reads from this registry's view

@@ -22,8 +22,6 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 
 # Epoch ms within the calendar's years 1..9999 (what datetime, hence the time logic, handles).
 Ms = Annotated[int, Field(ge=-62_135_596_800_000, le=253_402_300_799_999)]
-Long = Annotated[int, Field(ge=0, le=INT64)]
-Int = Annotated[int, Field(ge=0, le=INT32)]
 SpecKind = Literal["ONCE", "CRON", "RATE"]
 OverlapPolicy = Literal["ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"]
 ScheduleId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]

@@ -1,7 +1,6 @@
 """A running scheduler, registered tenants and the control plane over them, for the control-plane tests."""
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Iterator
@@ -62,10 +61,6 @@ def control_env(bootstrap: str, tmp_path: Path) -> Iterator[ControlEnv]:
         plane.close()
         if process.alive():
             process.terminate()
-
-
-def every_second(**fields) -> dict:
-    return make_spec("rate", "every 1s", anchor_at_ms=math.floor(time.time()) * 1000, **fields)
 
 
 def hourly(**fields) -> dict:

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from control_env import FakeWorker, control_env, every_second, hourly
+from control_env import FakeWorker, control_env, hourly
 from scheduler.client import (
     CommandTimeout,
     Conflict,
