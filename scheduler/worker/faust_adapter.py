@@ -89,7 +89,7 @@ def attach(
                     raise
                 await record(outcome)
         finally:
-            await asyncio.to_thread(follower.stop)
+            await asyncio.to_thread(follower.close)
 
     return app.agent(source, name=f"{prefix}-{tenant}-occurrences")(occurrences)
 
@@ -98,7 +98,6 @@ def _start_follower(bootstrap: str, topic: str, view: ScheduleView, codec: Recor
                     catch_up_s: float) -> ViewFollower:
     follower = ViewFollower(bootstrap, topic, view, codec)
     follower.catch_up(catch_up_s)
-    follower.start()
     return follower
 
 

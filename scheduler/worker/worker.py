@@ -96,7 +96,6 @@ class Worker:
         follower = ViewFollower(self.bootstrap, view_topic, self.view, self.codec)
         try:
             follower.catch_up(self.options.view_catch_up_s)
-            follower.start()
             log.info("worker %s: schedule view has %d schedules; %s %s on %s", self.worker_id, len(self.view),
                      "share group" if self.share else "consumer group", self.group_id, sorted(self.topics))
             self.writer = AttemptWriter(self.bootstrap, self.topology.topic_name("attempts", self.prefix),
@@ -105,7 +104,7 @@ class Worker:
         finally:
             if self.writer is not None:
                 self.writer.close()
-            follower.stop()
+            follower.close()
 
     def stop(self) -> None:
         """Ask the worker to finish; safe from a signal handler. The running handler sees ctx.cancelled."""
