@@ -318,28 +318,37 @@ class SchedulerProcess:
             self._select(CATCH_UP, now_ms, self.config.catch_up_budget, self.catch_up_limits)
 
     def _select(self, lane: bytes, now_ms: int, budget: int, limits: RateLimits) -> int:
-        candidates = []
+        """Offer each partition's share of the budget to the tenant interleaving, then send the chosen.
+
+        Only the head of an entry (deadline, overlap policy, tenant) is read to choose; the rest
+        is unpacked for the entries actually sent, or for the rare late and overlap-guarded ones.
+        """
+        candidates: list[tuple[str, tuple[SchedulerTask, bytes, bytes]]] = []
         due_seen: dict[int, int] = {}
+        share = max(1, -(-budget // max(1, len(self.tasks))))
         for task in self.tasks.values():
             late: set[str] = set()
             guarded: dict[str, list[tuple[bytes, LocalEntry]]] = {}
             before = len(candidates)
-            for n, (key, entry) in enumerate(task.due(lane, now_ms)):
-                if n >= budget:
+            for n, (key, raw) in enumerate(task.due(lane, now_ms)):
+                if n >= share:
                     break
-                if entry.deadline_ms < now_ms:
-                    late.add(entry.schedule_id)
-                elif entry.schedule_id in late:
-                    continue
-                elif entry.overlap != "ALLOW":
-                    guarded.setdefault(entry.schedule_id, []).append((key, entry))
-                else:
-                    candidates.append((entry.tenant, (task, key, entry)))
+                deadline_ms, overlap, tenant = LocalEntry.head(raw)
+                if deadline_ms < now_ms or late or overlap != "ALLOW":
+                    entry = LocalEntry.unpack(raw)
+                    if deadline_ms < now_ms:
+                        late.add(entry.schedule_id)
+                    elif entry.schedule_id in late:
+                        continue
+                    elif overlap != "ALLOW":
+                        guarded.setdefault(entry.schedule_id, []).append((key, entry))
+                        continue
+                candidates.append((tenant, (task, key, raw)))
             for schedule_id in late:
                 task.replan_late(schedule_id, now_ms)
             for schedule_id, due in guarded.items():
                 if schedule_id not in late:
-                    candidates.extend((entry.tenant, (task, key, entry))
+                    candidates.extend((entry.tenant, (task, key, entry.pack()))
                                       for key, entry in task.admit_overlapping(schedule_id, due, now_ms))
             due_seen[task.partition] = len(candidates) - before
         if not candidates:
@@ -349,7 +358,8 @@ class SchedulerProcess:
         self.metrics.selected(lane, now_ms, selection.chosen, due_seen, selection.held_back)
         for tenant, count in selection.held_back.items():
             self.held_back[tenant] = self.held_back.get(tenant, 0) + count
-        for task, key, entry in selection.chosen:
+        for task, key, raw in selection.chosen:
+            entry = LocalEntry.unpack(raw)
             task.outbox.append((entry.topic, entry.schedule_id.encode(), entry.occurrence, None))
             task.dispatched(key, entry, now_ms)
         self.dispatched_total += len(selection.chosen)
@@ -367,14 +377,21 @@ class SchedulerProcess:
                 else:
                     produce(topic, value, key, partition=partition)
             task_offsets = offsets.setdefault(task.partition, {})
-            for store, topic, key, value in task.changelog_records():
+            for store, records in task.changelog_records().items():
+                # Records of one partition are delivered in order: the last one's offset covers them all,
+                # and any failed delivery fails the commit anyway.
                 def delivered(err: KafkaError | None, msg: Any, store: str = store,
                               task_offsets: dict[str, int] = task_offsets) -> None:
                     if err is not None:
                         failures.append(err)
                     else:
-                        task_offsets[store] = max(task_offsets.get(store, 0), msg.offset() + 1)
-                produce(topic, value, key, partition=task.partition, on_delivery=delivered)
+                        task_offsets[store] = msg.offset() + 1
+                last = len(records) - 1
+                for n, (topic, key, value) in enumerate(records):
+                    if n == last:
+                        produce(topic, value, key, partition=task.partition, on_delivery=delivered)
+                    else:
+                        produce(topic, value, key, partition=task.partition)
             self.producer.poll(0)
         remaining = self.producer.flush(30)
         if remaining or failures:

@@ -65,22 +65,35 @@ class SchedulerTask:
         self.outbox: list[Output] = []
         self.timeline_changelog: dict[bytes, bytes] = {}
         self.ignored_attempt_events = 0
-        self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}
+        self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
+        self._scanned: dict[bytes, list[bytes]] = {}             # keys each lane's scan met this turn
 
     # -- transaction boundaries -------------------------------------------------
 
-    def changelog_records(self) -> Iterator[tuple[str, str, bytes, bytes | None]]:
-        """(store, topic, key, value) for every change of this transaction; wake-ups are derived, not logged."""
+    def changelog_records(self) -> dict[str, list[tuple[str, bytes, bytes | None]]]:
+        """store -> (topic, key, value) of every change of this transaction; wake-ups are derived, not logged."""
+        records: dict[str, list[tuple[str, bytes, bytes | None]]] = {}
         for store, changes in self.txn.changes.items():
             topic = self.topics.changelogs[store]
-            for key, value in changes.items():
-                if store != "timeline":
-                    yield store, topic, key, value
-                elif key[:1] not in (WAKE, END):
-                    yield store, topic, key, None if value is None else self.timeline_changelog[key]
+            if store != "timeline":
+                found = [(topic, key, value) for key, value in changes.items()]
+            else:
+                found = [(topic, key, None if value is None else self.timeline_changelog[key])
+                         for key, value in changes.items() if key[:1] not in (WAKE, END)]
+            if found:
+                records[store] = found
+        return records
 
     def committed(self, offsets: dict[str, int]) -> None:
-        for key, value in self.txn.changes["timeline"].items():
+        changes = self.txn.changes["timeline"]
+        for lane, scanned in self._scanned.items():
+            if not scanned:
+                continue
+            # Move the scan start past what this turn dispatched, so later scans and seeks never walk
+            # over the tombstones it leaves in RocksDB.
+            live = next((key for key in scanned if changes.get(key, b"") is not None), None)
+            self._floor[lane] = live if live is not None else scanned[-1] + b"\x00"
+        for key, value in changes.items():
             lane = key[:1]
             if value is not None and lane in self._floor and key < self._floor[lane]:
                 self._floor[lane] = key
@@ -91,6 +104,7 @@ class SchedulerTask:
         self.txn = StoreTransaction(self.store)
         self.outbox = []
         self.timeline_changelog = {}
+        self._scanned = {}
 
     # -- records in ---------------------------------------------------------------
 
@@ -515,19 +529,17 @@ class SchedulerTask:
 
     # -- dispatch -----------------------------------------------------------------
 
-    def due(self, lane: bytes, now_ms: int) -> Iterator[Due]:
-        """Entries of `lane` due by `now_ms`, in due order, skipping those dropped in this transaction."""
+    def due(self, lane: bytes, now_ms: int) -> Iterator[tuple[bytes, bytes]]:
+        """(key, packed entry) of `lane` due by `now_ms`, in due order, skipping those dropped in this transaction."""
         bound = timeline_keys.lane_bound(lane, now_ms)
-        first = True
+        scanned = self._scanned.setdefault(lane, [])
         for key, value in self.store.items_from("timeline", self._floor[lane]):
             if key >= bound:
                 break
-            if first:
-                self._floor[lane] = key
-                first = False
+            scanned.append(key)
             if self.txn.is_deleted("timeline", key):
                 continue
-            yield key, LocalEntry.unpack(value)
+            yield key, value
 
     def admit_overlapping(self, schedule_id: str, due: list[Due], now_ms: int) -> list[Due]:
         """Apply the schedule's overlap policy to its due entries; returns those that may be sent now."""

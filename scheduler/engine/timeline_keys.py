@@ -87,6 +87,12 @@ class LocalEntry:
         head += b"".join(_LEN.pack(len(p)) + p for p in parts)
         return head + _BODY_LEN.pack(len(self.occurrence)) + self.occurrence
 
+    @staticmethod
+    def head(data: bytes) -> tuple[int, str, str]:
+        """(deadline_ms, overlap policy, tenant): all dispatch needs to choose an entry."""
+        (n,) = _LEN.unpack_from(data, 9)
+        return _MS.unpack_from(data, 0)[0], _OVERLAP_NAMES[data[8]], data[11 : 11 + n].decode()
+
     @classmethod
     def unpack(cls, data: bytes) -> "LocalEntry":
         (deadline_ms,) = _MS.unpack_from(data, 0)
