@@ -58,10 +58,32 @@ class SchedulerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def owned_partitions(self) -> set[int]:
+        """The partitions this process owns now, per its own log of assignments and revocations."""
+        owned: set[int] = set()
+        for line in (self.log_tail(10_000) or "").splitlines():
+            for verb in ("assigned partitions ", "revoked partitions "):
+                if verb in line:
+                    numbers = {int(n) for n in line.split(verb, 1)[1].strip("[] \n").split(",") if n.strip()}
+                    owned = numbers if verb.startswith("assigned") else owned - numbers
+        return owned
+
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def wait_for_split(processes: list[SchedulerProcess], partitions: int, timeout: float = 60) -> None:
+    """Until the processes own every partition between them, each at least one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        owned = [p.owned_partitions() for p in processes]
+        if all(owned) and set().union(*owned) == set(range(partitions)) and sum(map(len, owned)) == partitions:
+            return
+        time.sleep(0.5)
+    raise AssertionError("partitions never split between the processes:\n"
+                         + "\n".join(p.log_tail(10) for p in processes))
 
 
 def ensure_layout(bootstrap: str, prefix: str, tenants: Iterable[str] = ()) -> None:

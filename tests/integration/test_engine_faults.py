@@ -10,7 +10,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
+                            wait_for_split)
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
@@ -85,10 +86,10 @@ def test_two_processes_one_killed_the_other_takes_over(kafka_bootstrap, unique_p
     a = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "a", "a").start()
     b = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "b", "b").start()
     try:
+        wait_for_split([a, b], TOPOLOGY.schedule_partitions)
         start_ms = (math.ceil(time.time()) + 15) * 1000
         with SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60) as client:
             expected = load_spread(client, 4_000, start_ms, 8_000)
-        assert "assigned partitions" in a.log_tail(200) and "assigned partitions" in b.log_tail(200)
         reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, TENANTS), "Occurrence")
         wait_until(start_ms / 1000 + 2)
         a.kill()
