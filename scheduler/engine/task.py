@@ -45,6 +45,7 @@ class TaskTopics:
 
 
 MAX_BACKFILL = 1000
+RANKS_KEPT = 100_000
 
 
 class SchedulerTask:
@@ -67,6 +68,7 @@ class SchedulerTask:
         self.ignored_attempt_events = 0
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._scanned: dict[bytes, list[bytes]] = {}             # keys each lane's scan met this turn
+        self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
 
     # -- transaction boundaries -------------------------------------------------
 
@@ -391,7 +393,7 @@ class SchedulerTask:
         sid = state["schedule_id"]
         for ref in state.get("pending") or []:
             for lane in (DISPATCH, CATCH_UP):
-                key = timeline_keys.occurrence_key(lane, ref["due_ms"], sid, ref["scheduled_for_ms"])
+                key = timeline_keys.occurrence_key(lane, ref["due_ms"], sid, ref["scheduled_for_ms"], ref["rank"])
                 if self.txn.get("timeline", key) is not None:
                     yield ref, key
 
@@ -418,7 +420,10 @@ class SchedulerTask:
         sid, tenant = state["schedule_id"], state["tenant"]
         topic = self.tenant_topic("occurrences", tenant, spec["priority"].lower())
         lane = CATCH_UP if catch_up else DISPATCH
-        key = timeline_keys.occurrence_key(lane, available_at_ms, sid, scheduled_for_ms)
+        rank_of = (lane, available_at_ms, tenant)
+        rank = self._ranks.get(rank_of, 0)
+        self._ranks[rank_of] = rank + 1
+        key = timeline_keys.occurrence_key(lane, available_at_ms, sid, scheduled_for_ms, rank)
         body = self.codec.encode("Occurrence", self._occurrence_record(
             state, oid, scheduled_for_ms, available_at_ms, attempt, dst_rule, catch_up, version))
         deadline = NO_DEADLINE if catch_up else available_at_ms + spec["max_lateness_ms"]
@@ -430,7 +435,7 @@ class SchedulerTask:
             "deadline_ms": None if catch_up else deadline, "overlap_policy": policy, "topic": topic,
             "lane": "CATCH_UP" if catch_up else "STRICT", "occurrence": body,
         })
-        return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms}
+        return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms, "rank": rank}
 
     def _materialize(self, state: Record, cursor_ms: int, now_ms: int) -> Record:
         spec = compile_spec(state["spec"])
@@ -503,6 +508,8 @@ class SchedulerTask:
 
     def materialize_due(self, now_ms: int, budget: int) -> int:
         """Plan the schedules whose next fire enters the horizon, complete those with nothing left."""
+        if len(self._ranks) > RANKS_KEPT:  # ranks only matter while their instant is ahead
+            self._ranks = {k: v for k, v in self._ranks.items() if k[1] >= now_ms}
         due = self._wakes_due(WAKE, now_ms + self.horizon_ms, budget) + self._wakes_due(END, now_ms, budget)
         for key in due:
             self.txn.delete("timeline", key)

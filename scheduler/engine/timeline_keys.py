@@ -2,6 +2,11 @@
 
 Keys sort by lane, then due time (big-endian milliseconds), then schedule, so a
 RocksDB range scan from the lane prefix yields entries in the order they fall due.
+Between due time and schedule sits the entry's rank among its tenant's entries due
+at the same instant (given when it is materialized), so the entries due at one
+instant come out tenant by tenant in turn: rank 0 of every tenant, then rank 1...
+A tenant with a hundred thousand occurrences due at the top of the hour does not
+hide a small tenant's few behind them, and dispatch needs no sorting for that.
 
 - ``D`` dispatch lane: materialized occurrences, due at ``available_at``.
 - ``C`` catch-up lane: late occurrences released by a misfire policy; drained
@@ -27,12 +32,13 @@ END_RECHECK_MS = 1000  # an end check finding occurrences still held back looks 
 
 _MS = struct.Struct(">q")
 _LEN = struct.Struct(">H")
+_RANK = struct.Struct(">I")
 _BODY_LEN = struct.Struct(">I")
 NO_DEADLINE = 2**63 - 1
 
 
-def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms: int) -> bytes:
-    return lane + _MS.pack(due_ms) + schedule_id.encode() + b"\x00" + _MS.pack(scheduled_for_ms)
+def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms: int, rank: int = 0) -> bytes:
+    return lane + _MS.pack(due_ms) + _RANK.pack(rank) + schedule_id.encode() + b"\x00" + _MS.pack(scheduled_for_ms)
 
 
 def wake_key(state: dict) -> bytes | None:

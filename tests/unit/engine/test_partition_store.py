@@ -54,3 +54,10 @@ def test_timeline_keys_sort_by_lane_then_due_time():
 def test_local_entry_round_trips():
     entry = LocalEntry("tenant-ä", "s1", "sched.occurrences.t.high", "occ-1", b"\x00\xffbody", 1234, "QUEUE_ONE")
     assert LocalEntry.unpack(entry.pack()) == entry
+
+
+def test_entries_due_at_one_instant_come_out_tenant_by_tenant_in_turn():
+    big = [occurrence_key(DISPATCH, 1000, f"big-{n}", 1000, rank=n) for n in range(3)]
+    small = [occurrence_key(DISPATCH, 1000, "zz-small", 1000, rank=0)]
+    later = [occurrence_key(DISPATCH, 1001, "aa", 1001, rank=0)]
+    assert sorted(big + small + later) == [big[0], small[0], big[1], big[2], later[0]]
