@@ -228,9 +228,11 @@ class SchedulerProcess:
                 first_offsets.setdefault(source, msg.offset())
                 next_offsets[source] = msg.offset() + 1
                 getattr(task, self._handlers[msg.topic()])(msg.key(), msg.value(), msg.offset(), now_ms)
+            backlog = self._dispatch(now_ms)
+            # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
+            budget = self.config.materialize_budget // (10 if backlog else 1)
             for task in self.tasks.values():
-                task.materialize_due(now_ms, self.config.materialize_budget)
-            self._dispatch(now_ms)
+                task.materialize_due(now_ms, budget)
             changelog_offsets = self._produce_outputs()
             if next_offsets:
                 self.producer.send_offsets_to_transaction(
@@ -312,10 +314,13 @@ class SchedulerProcess:
                 return True
         return False
 
-    def _dispatch(self, now_ms: int) -> None:
+    def _dispatch(self, now_ms: int) -> bool:
+        """Send what is due; True when the strict lane had more than one turn's budget."""
         strict = self._select(DISPATCH, now_ms, self.config.dispatch_budget, self.trigger_limits)
         if strict < self.config.dispatch_budget:
             self._select(CATCH_UP, now_ms, self.config.catch_up_budget, self.catch_up_limits)
+            return False
+        return True
 
     def _select(self, lane: bytes, now_ms: int, budget: int, limits: RateLimits) -> int:
         """Offer each partition's share of the budget to the tenant interleaving, then send the chosen.

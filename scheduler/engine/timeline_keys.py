@@ -13,8 +13,8 @@ hide a small tenant's few behind them, and dispatch needs no sorting for that.
   with its own capacity after the dispatch lane.
 - ``W`` wake-ups: one per active schedule, at its next fire not yet materialized
   (taken a horizon ahead);
-- ``E`` end checks: an active schedule with no fire left, just after its last
-  pending occurrence falls due, to complete it (taken when due).
+- ``E`` end checks: an active schedule with no fire left, a grace period after
+  its last pending occurrence falls due, to complete it (taken when due).
 
 Values of the ``D`` and ``C`` lanes are kept locally in a compact framing so that
 dispatch does no Avro decoding; the changelog carries the Avro ``TimelineEntry``.
@@ -29,6 +29,7 @@ CATCH_UP = b"C"
 WAKE = b"W"
 END = b"E"
 END_RECHECK_MS = 1000  # an end check finding occurrences still held back looks again this much later
+END_GRACE_MS = 60_000  # end checks wait this long after the last fire, out of the way of its burst
 
 _MS = struct.Struct(">q")
 _LEN = struct.Struct(">H")
@@ -43,14 +44,14 @@ def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms:
 
 def wake_key(state: dict) -> bytes | None:
     """Where an ACTIVE schedule next needs its task: a wake-up at its next fire, or, with no fire left,
-    an end check just after its last pending occurrence falls due (it then completes and frees its
+    an end check a grace period after its last pending occurrence falls due (it then completes and frees its
     quota slot). Derived from the schedule alone, so restore rebuilds it."""
     if state["state"] != "ACTIVE":
         return None
     if state.get("next_fire_ms") is not None:
         return WAKE + _MS.pack(state["next_fire_ms"]) + state["schedule_id"].encode()
     last_due = max((ref["due_ms"] for ref in state.get("pending") or []), default=0)
-    check_ms = max(last_due + 1, state["updated_at_ms"] + END_RECHECK_MS)
+    check_ms = max(last_due + END_GRACE_MS, state["updated_at_ms"] + END_RECHECK_MS)
     return END + _MS.pack(check_ms) + state["schedule_id"].encode()
 
 

@@ -46,8 +46,8 @@ def test_timeline_keys_sort_by_lane_then_due_time():
     assert wake_schedule_id(wake_key(active)) == "sched-1"
     assert wake_key(active) == WAKE + (5).to_bytes(8, "big") + b"sched-1"
     ended = {**active, "next_fire_ms": None, "pending": [{"due_ms": 7000, "scheduled_for_ms": 7000}]}
-    assert wake_key(ended) == END + (7001).to_bytes(8, "big") + b"sched-1"
-    assert wake_key({**ended, "updated_at_ms": 9000}) == END + (10000).to_bytes(8, "big") + b"sched-1"
+    assert wake_key(ended) == END + (67000).to_bytes(8, "big") + b"sched-1"
+    assert wake_key({**ended, "updated_at_ms": 90000}) == END + (91000).to_bytes(8, "big") + b"sched-1"
     assert wake_key({**active, "state": "PAUSED"}) is None
 
 
