@@ -186,10 +186,8 @@ class EngineMetrics:
             label = str(task.partition)
             due = task.next_due_ms(DISPATCH)
             self.oldest_overdue.labels(label).set(max(0, now_ms - due) / 1000 if due is not None else 0)
-            wake = next(iter(task.store.keys_from("timeline", WAKE)), None)
-            behind = 0.0
-            if wake is not None and wake[:1] == WAKE:
-                behind = max(0, now_ms + horizon_ms - timeline_keys.due_ms_of(wake)) / 1000
+            wake = task.next_wake_ms()
+            behind = max(0, now_ms + horizon_ms - wake) / 1000 if wake is not None else 0.0
             self.horizon_lag.labels(label).set(behind)
 
     # -- partition ownership --------------------------------------------------------------

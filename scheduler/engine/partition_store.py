@@ -14,13 +14,19 @@ import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from rocksdict import Options, Rdict, WriteBatch
+from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
 log = logging.getLogger(__name__)
 
 STORES = ("schedules", "timeline", "occurrences", "admissions")
 _META = "meta"
 _OFFSET = struct.Struct(">q")
+
+
+def _bounded(end: bytes) -> ReadOptions:
+    options = ReadOptions()
+    options.set_iterate_upper_bound(end)
+    return options
 
 
 def _options() -> Options:
@@ -47,11 +53,13 @@ class PartitionStore:
     def get(self, store: str, key: bytes) -> bytes | None:
         return self._families[store].get(key)
 
-    def items_from(self, store: str, start: bytes) -> Iterator[tuple[bytes, bytes]]:
-        return self._families[store].items(from_key=start)
+    def items_from(self, store: str, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Entries in [start, end). The bound matters: without it a seek past the last live key walks
+        every tombstone after it (after a burst: the whole dispatched range) looking for the next."""
+        return self._families[store].items(from_key=start, read_opt=_bounded(end))
 
-    def keys_from(self, store: str, start: bytes) -> Iterator[bytes]:
-        return self._families[store].keys(from_key=start)
+    def keys_from(self, store: str, start: bytes, end: bytes) -> Iterator[bytes]:
+        return self._families[store].keys(from_key=start, read_opt=_bounded(end))
 
     def changelog_offset(self, store: str) -> int:
         raw = self._families[_META].get(store.encode())

@@ -45,6 +45,9 @@ class TaskTopics:
 
 
 MAX_BACKFILL = 1000
+# The occurrence state an event about one occurrence leaves it in, so it can be looked up by id.
+EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
+                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
 RANKS_KEPT = 100_000
 
 
@@ -495,12 +498,18 @@ class SchedulerTask:
         }
         self.outbox.append((self.topics.occurrence_events, state["schedule_id"].encode(),
                             self.codec.encode("OccurrenceEvent", event), None))
+        if occurrence_id is not None and scheduled_for_ms is not None:
+            self._put_status({**(self._status(occurrence_id) or {"attempt": 1, "attempts": []}),
+                              "occurrence_id": occurrence_id, "schedule_id": state["schedule_id"],
+                              "tenant": state["tenant"], "schedule_version": state["version"],
+                              "scheduled_for_ms": scheduled_for_ms, "state": EVENT_STATES[kind],
+                              "attempt_token": None, "next_attempt_at_ms": None, "updated_at_ms": now_ms})
 
     def _wakes_due(self, lane: bytes, until_ms: int, budget: int) -> list[bytes]:
         bound = timeline_keys.lane_bound(lane, until_ms)
         due = []
-        for key in self.store.keys_from("timeline", lane):
-            if key >= bound or len(due) >= budget:
+        for key in self.store.keys_from("timeline", lane, bound):
+            if len(due) >= budget:
                 break
             if not self.txn.is_deleted("timeline", key):
                 due.append(key)
@@ -540,9 +549,7 @@ class SchedulerTask:
         """(key, packed entry) of `lane` due by `now_ms`, in due order, skipping those dropped in this transaction."""
         bound = timeline_keys.lane_bound(lane, now_ms)
         scanned = self._scanned.setdefault(lane, [])
-        for key, value in self.store.items_from("timeline", self._floor[lane]):
-            if key >= bound:
-                break
+        for key, value in self.store.items_from("timeline", self._floor[lane], bound):
             scanned.append(key)
             if self.txn.is_deleted("timeline", key):
                 continue
@@ -561,11 +568,6 @@ class SchedulerTask:
         admission = overlap.admit(spec["overlap_policy"], bool(running), due)
         for key, entry in admission.skip:
             self.txn.delete("timeline", key)
-            self._put_status({"occurrence_id": entry.occurrence_id, "schedule_id": schedule_id,
-                              "tenant": state["tenant"], "schedule_version": state["version"],
-                              "scheduled_for_ms": timeline_keys.scheduled_for_ms_of(key),
-                              "state": "SKIPPED_OVERLAP", "attempt": 1, "attempt_token": None,
-                              "next_attempt_at_ms": None, "attempts": [], "updated_at_ms": now_ms})
             self._event(state, "SKIPPED_OVERLAP", "a previous occurrence was still running", now_ms,
                         occurrence_id=entry.occurrence_id, scheduled_for_ms=timeline_keys.scheduled_for_ms_of(key))
         return admission.send
@@ -580,16 +582,18 @@ class SchedulerTask:
 
     def has_wake_due(self, now_ms: int) -> bool:
         for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):
-            for key in self.store.keys_from("timeline", lane):
-                if key[:1] == lane and timeline_keys.due_ms_of(key) <= until_ms:
-                    return True
-                break
+            for _ in self.store.keys_from("timeline", lane, timeline_keys.lane_bound(lane, until_ms)):
+                return True
         return False
 
+    def next_wake_ms(self) -> int | None:
+        """The earliest fire not yet planned (how far behind the horizon planning is)."""
+        for key in self.store.keys_from("timeline", WAKE, timeline_keys.lane_end(WAKE)):
+            return timeline_keys.due_ms_of(key)
+        return None
+
     def next_due_ms(self, lane: bytes) -> int | None:
-        for key in self.store.keys_from("timeline", self._floor[lane]):
-            if key[:1] != lane:
-                return None
+        for key in self.store.keys_from("timeline", self._floor[lane], timeline_keys.lane_end(lane)):
             self._floor[lane] = key
             return timeline_keys.due_ms_of(key)
         return None

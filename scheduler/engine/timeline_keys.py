@@ -60,6 +60,11 @@ def lane_bound(lane: bytes, due_ms: int) -> bytes:
     return lane + _MS.pack(due_ms + 1)
 
 
+def lane_end(lane: bytes) -> bytes:
+    """The first key after every key of `lane`."""
+    return bytes([lane[0] + 1])
+
+
 def due_ms_of(key: bytes) -> int:
     return _MS.unpack_from(key, 1)[0]
 

@@ -13,21 +13,16 @@ T = 1_767_225_600_000
 
 
 @dataclass
-class FakeStore:
-    keys: list[bytes]
-
-    def keys_from(self, store: str, start: bytes):
-        return iter(sorted(k for k in self.keys if k >= start))
-
-
-@dataclass
 class FakeTask:
     partition: int
     next_due: int | None = None
-    store: FakeStore | None = None
+    next_wake: int | None = None
 
     def next_due_ms(self, lane: bytes) -> int | None:
         return self.next_due
+
+    def next_wake_ms(self) -> int | None:
+        return self.next_wake
 
 
 def metrics() -> tuple[EngineMetrics, CollectorRegistry]:
@@ -76,10 +71,8 @@ def test_an_aborted_turn_counts_nothing_it_selected():
 
 def test_partition_gauges_read_overdue_age_and_unplanned_horizon():
     m, registry = metrics()
-    wake = timeline_keys.wake_key({"state": "ACTIVE", "schedule_id": "s1", "next_fire_ms": T + 30_000,
-                                   "pending": [], "updated_at_ms": 0})
-    overdue = FakeTask(3, next_due=T - 2500, store=FakeStore([wake]))
-    idle = FakeTask(4, next_due=T + 60_000, store=FakeStore([]))
+    overdue = FakeTask(3, next_due=T - 2500, next_wake=T + 30_000)
+    idle = FakeTask(4, next_due=T + 60_000)
     m.partitions(T, 120_000, [overdue, idle])
     assert registry.get_sample_value("scheduler_oldest_overdue_seconds", {"partition": "3"}) == 2.5
     assert registry.get_sample_value("scheduler_oldest_overdue_seconds", {"partition": "4"}) == 0
