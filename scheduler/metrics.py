@@ -29,8 +29,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from scheduler.engine import timeline_keys
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 LANES = {DISPATCH: "strict", CATCH_UP: "catch_up"}
