@@ -24,7 +24,7 @@ from scheduler.engine.fairness import RateLimits, interleave
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.task import SchedulerTask, TaskTopics
-from scheduler.engine.tenant_registry import TenantRegistry
+from scheduler.views import TenantView
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
 from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
@@ -49,6 +49,7 @@ class EngineConfig:
     max_active_schedules: int = 2**62
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
     transaction_timeout_ms: int = 10_000
+    input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
 
 
@@ -81,7 +82,7 @@ class SchedulerProcess:
             "catch_up_rate_per_s": config.catch_up_rate_per_s,
             "retry_budget_per_min": config.retry_budget_per_min,
         }
-        self.tenant_registry: TenantRegistry | None = None
+        self.tenants: TenantView | None = None  # quotas and rates, followed in the background
         self.trigger_limits = RateLimits(self._trigger_rate)
         self.catch_up_limits = RateLimits(lambda tenant: self._quota(tenant, "catch_up_rate_per_s"))
         self.retry_limits = RateLimits(lambda tenant: self._quota(tenant, "retry_budget_per_min") / 60,
@@ -123,9 +124,7 @@ class SchedulerProcess:
 
     def run(self) -> None:
         ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
-        self.tenant_registry = TenantRegistry(self.config.bootstrap_servers,
-                                              self.topology.topic_name("tenants", self.config.prefix), self.codec,
-                                              self.tenant_defaults)
+        self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec)
         self.known_tenants.update(self._existing_tenants())
         self.producer.init_transactions(30)
         self._handlers = {self.topics.commands: "on_command", self.topics.attempts: "on_attempt",
@@ -142,8 +141,8 @@ class SchedulerProcess:
     def _close(self) -> None:
         try:
             self.consumer.close()
-            if self.tenant_registry is not None:
-                self.tenant_registry.close()
+            if self.tenants is not None:
+                self.tenants.close()
         finally:
             for task in self.tasks.values():
                 task.store.close()
@@ -186,8 +185,8 @@ class SchedulerProcess:
         log.info("revoked partitions %s", revoked)
 
     def _quota(self, tenant: str, name: str) -> Any:
-        registry = self.tenant_registry
-        return registry.quota(tenant, name) if registry is not None else self.tenant_defaults[name]
+        found = self.tenants.get(tenant) if self.tenants is not None else None
+        return found[name] if found is not None else self.tenant_defaults[name]
 
     def _trigger_rate(self, tenant: str) -> float:
         override = self.config.tenant_trigger_rates.get(tenant)
@@ -207,11 +206,9 @@ class SchedulerProcess:
     # -- one transaction ----------------------------------------------------------
 
     def _turn(self) -> None:
-        if self.tenant_registry is not None:
-            self.tenant_registry.poll()
         now_ms = int(self.clock() * 1000)
         timeout = self._poll_timeout_s(now_ms)
-        messages = self.consumer.consume(5_000, timeout=timeout)
+        messages = self.consumer.consume(self.config.input_batch, timeout=timeout)
         now_ms = int(self.clock() * 1000)
         inputs = [m for m in messages if not self._is_noise(m)]
         if not inputs and not self._has_due_work(now_ms):
@@ -400,6 +397,8 @@ class SchedulerProcess:
             self.producer.poll(0)
         remaining = self.producer.flush(30)
         if remaining or failures:
-            raise KafkaException(failures[0] if failures else KafkaError(KafkaError._TIMED_OUT,
-                                                                           "undelivered records", txn_requires_abort=True))
+            # Undelivered output (e.g. purged when the transaction timed out) fails this turn only:
+            # abort it, rewind the inputs and go again; a fenced or fatal producer fails the abort.
+            reason = str(failures[0]) if failures else f"{remaining} records undelivered"
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, reason, txn_requires_abort=True))
         return offsets
