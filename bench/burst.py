@@ -48,7 +48,7 @@ PAYLOAD = b'{"job": "bench", "n": 0}'
 LARGE = "big"
 CALIBRATION_TENANT = "calib"
 IDLE_TENANT = "idle"
-TXN_RECORDS = 20_000  # the engine's default dispatch_budget: one transaction per loop turn at full load
+TXN_RECORDS = 5_000  # the engine's default dispatch_budget: one transaction per loop turn at full load
 # The header of each record the reader writes: seen_ms, kafka timestamp, topic index, value length.
 _FRAME = struct.Struct(">qqHI")
 

@@ -24,6 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--catch-up-rate", type=float, default=100.0, help="per-tenant catch-up rate (occurrences/s)")
     run.add_argument("--metrics-port", type=int, default=0,
                      help="serve Prometheus metrics on this port at /metrics (0: disabled)")
+    run.add_argument("--dispatch-budget", type=int, default=5_000,
+                     help="occurrences sent per transaction at most (the rest follow in the next turns)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -43,6 +45,7 @@ def _run(args: argparse.Namespace) -> int:
         state_dir=args.state_dir or settings.state_dir,
         instance_id=args.instance_id,
         horizon_ms=int(args.horizon * 1000),
+        dispatch_budget=args.dispatch_budget,
         trigger_rate_per_s=args.trigger_rate,
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,

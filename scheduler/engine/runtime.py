@@ -40,7 +40,7 @@ class EngineConfig:
     state_dir: Path
     instance_id: str
     horizon_ms: int = 120_000
-    dispatch_budget: int = 20_000
+    dispatch_budget: int = 5_000  # occurrences a turn sends: small transactions commit well inside the timeout
     catch_up_budget: int = 1_000
     materialize_budget: int = 2_000
     trigger_rate_per_s: float = 1_000_000.0
@@ -48,7 +48,7 @@ class EngineConfig:
     retry_budget_per_min: int = 6_000
     max_active_schedules: int = 2**62
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
-    transaction_timeout_ms: int = 10_000
+    transaction_timeout_ms: int = 30_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
 
