@@ -90,8 +90,6 @@ class SchedulerProcess:
         self.tasks: dict[int, SchedulerTask] = {}
         self.known_tenants: set[str] = set()
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
-        self.held_back: dict[str, int] = {}
-        self.dispatched_total = 0
         self._stop = threading.Event()
         common = {"bootstrap.servers": config.bootstrap_servers}
         self._common = common
@@ -358,13 +356,10 @@ class SchedulerProcess:
             return 0
         selection = interleave(candidates, budget, limits, now_ms)
         self.metrics.selected(lane, now_ms, selection.chosen, due_seen, selection.held_back)
-        for tenant, count in selection.held_back.items():
-            self.held_back[tenant] = self.held_back.get(tenant, 0) + count
         for task, key, raw in selection.chosen:
             entry = LocalEntry.unpack(raw)
             task.outbox.append((entry.topic, entry.schedule_id.encode(), entry.occurrence, None))
             task.dispatched(key, entry, now_ms)
-        self.dispatched_total += len(selection.chosen)
         return len(selection.chosen)
 
     def _produce_outputs(self) -> dict[int, dict[str, int]]:

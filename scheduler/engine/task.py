@@ -68,7 +68,6 @@ class SchedulerTask:
         self.txn = StoreTransaction(store)
         self.outbox: list[Output] = []
         self.timeline_changelog: dict[bytes, bytes] = {}
-        self.ignored_attempt_events = 0
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._scanned: dict[bytes, list[bytes]] = {}             # keys each lane's scan met this turn
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
@@ -213,7 +212,6 @@ class SchedulerTask:
         outcome = apply_attempt(event, status, schedule, now_ms,
                                 retry_budget_left=self.retry_allowed(event["tenant"], now_ms))
         if outcome.status is None:
-            self.ignored_attempt_events += 1
             log.debug("ignored attempt event for %s: %s", event["occurrence_id"], outcome.ignored_reason)
             return
         self._put_status(outcome.status)
@@ -355,9 +353,6 @@ class SchedulerTask:
 
     def _put_status(self, status: Record) -> None:
         self.txn.put("occurrences", status["occurrence_id"].encode(), self.codec.encode("OccurrenceStatus", status))
-
-    def occurrence_status(self, occurrence_id: str) -> Record | None:
-        return self._status(occurrence_id)
 
     def _track_running(self, schedule: Record, event: Record, finished: bool, now_ms: int) -> Record:
         if schedule["spec"]["overlap_policy"] == overlap.ALLOW:
