@@ -338,9 +338,10 @@ class SchedulerProcess:
                     entry = LocalEntry.unpack(raw)
                     if deadline_ms < now_ms:
                         late.add(entry.schedule_id)
-                    elif entry.schedule_id in late:
                         continue
-                    elif overlap != "ALLOW":
+                    if entry.schedule_id in late:
+                        continue
+                    if overlap != "ALLOW":
                         guarded.setdefault(entry.schedule_id, []).append((key, entry))
                         continue
                 candidates.append((tenant, (task, key, raw)))
