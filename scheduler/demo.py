@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from datetime import datetime, timedelta, timezone
 from types import FrameType
 
@@ -70,11 +70,8 @@ def _demo(args: argparse.Namespace) -> int:
     engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo",
                                "--log-level", "WARNING"], env=env)
     worker = Worker(bootstrap, settings.topic_prefix, TENANT, _print_occurrence)
-    stop = False
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        nonlocal stop
-        stop = True
         worker.stop()
 
     signal.signal(signal.SIGINT, on_signal)
@@ -87,8 +84,9 @@ def _demo(args: argparse.Namespace) -> int:
                                   for ms in result["next_fires_ms"][:3])
                 print(f"schedule {schedule_id}: version {result['version']}, next fires {fires}", flush=True)
         print(f"worker for tenant {TENANT!r} is printing occurrences (Ctrl-C to stop)...", flush=True)
-        deadline = time.monotonic() + args.duration if args.duration else None
-        worker.run(until=lambda: stop or (deadline is not None and time.monotonic() > deadline))
+        if args.duration:
+            threading.Timer(args.duration, worker.stop).start()
+        worker.run()
     finally:
         engine.send_signal(signal.SIGTERM)
         engine.wait(30)
