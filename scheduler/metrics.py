@@ -12,7 +12,7 @@ import bisect
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,8 +158,9 @@ class EngineMetrics:
                 turn.backlog[partition] = seen - per_partition.get(partition, 0)
         turn.held_back.update(held_back)
 
-    def committed(self, enqueued_ms: int, commit_seconds: float, events: Iterable[dict[str, Any]],
-                  dead: dict[str, int] | None = None) -> None:
+    def committed(self, enqueued_ms: int, commit_seconds: float, events: Mapping[str, int],
+                  dead: Mapping[str, int] | None = None) -> None:
+        """Count a committed turn; `events` is occurrences not sent per event kind, `dead` per tenant."""
         turn, self._turn = self._turn, _Turn()
         self.transactions.labels("committed").inc()
         self.commit_latency.observe(commit_seconds)
@@ -170,8 +171,8 @@ class EngineMetrics:
             self.due_backlog.labels(str(partition)).set(n)
         for tenant, n in turn.held_back.items():
             self.held_back.labels(tenant).inc(n)
-        for event in events:
-            self.occurrence_events.labels(event["kind"]).inc(event.get("count") or 1)
+        for kind, n in events.items():
+            self.occurrence_events.labels(kind).inc(n)
         for tenant, n in (dead or {}).items():
             self.dead.labels(tenant).inc(n)
 

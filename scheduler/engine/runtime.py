@@ -9,6 +9,7 @@ local RocksDB is written only after the commit (quixstreams' order).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 import threading
 import time
 from collections.abc import Callable
@@ -248,26 +249,15 @@ class SchedulerProcess:
             for (topic, partition), offset in first_offsets.items():
                 self.consumer.seek(TopicPartition(topic, partition, offset))
             return
-        events, dead = self._committed_outcomes()
+        events: Counter[str] = Counter()
+        dead: Counter[str] = Counter()
+        for task in self.tasks.values():
+            events.update(task.event_counts)
+            dead.update(task.dead_letters)
         self.metrics.committed(int(self.clock() * 1000), commit_seconds, events, dead)
         for partition, task in self.tasks.items():
             task.committed(changelog_offsets.get(partition, {}))
         self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
-
-    def _committed_outcomes(self) -> tuple[list[dict[str, Any]], dict[str, int]]:
-        """The occurrence events and dead letters (per tenant) of the committed transaction, for the metrics."""
-        events_topic = self.topics.occurrence_events
-        dead_prefix = self._tenant_topic("dead-letters", "_", None)[:-1]
-        events: list[dict[str, Any]] = []
-        dead: dict[str, int] = {}
-        for task in self.tasks.values():
-            for topic, _, value, _ in task.outbox:
-                if topic == events_topic and value is not None:
-                    events.append(self.codec.decode("OccurrenceEvent", value))
-                elif topic.startswith(dead_prefix):
-                    tenant = topic[len(dead_prefix):]
-                    dead[tenant] = dead.get(tenant, 0) + 1
-        return events, dead
 
     def _commit(self, attempts: int = 3) -> None:
         for attempt in range(attempts):
@@ -329,6 +319,7 @@ class SchedulerProcess:
         for task in self.tasks.values():
             late: set[str] = set()
             guarded: dict[str, list[tuple[bytes, LocalEntry]]] = {}
+            guarded_raw: dict[bytes, bytes] = {}
             before = len(candidates)
             for n, (key, raw) in enumerate(task.due(lane, now_ms)):
                 if n >= share:
@@ -343,13 +334,14 @@ class SchedulerProcess:
                         continue
                     if overlap != "ALLOW":
                         guarded.setdefault(entry.schedule_id, []).append((key, entry))
+                        guarded_raw[key] = raw
                         continue
                 candidates.append((tenant, (task, key, raw)))
             for schedule_id in late:
                 task.replan_late(schedule_id, now_ms)
             for schedule_id, due in guarded.items():
                 if schedule_id not in late:
-                    candidates.extend((entry.tenant, (task, key, entry.pack()))
+                    candidates.extend((entry.tenant, (task, key, guarded_raw[key]))
                                       for key, entry in task.admit_overlapping(schedule_id, due, now_ms))
             due_seen[task.partition] = len(candidates) - before
         if not candidates:

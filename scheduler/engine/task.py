@@ -8,6 +8,7 @@ only then writes the store.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -65,12 +66,9 @@ class SchedulerTask:
         self.ensure_tenant = ensure_tenant    # before a tenant's first record is produced
         self.retry_allowed = retry_allowed    # (tenant, now_ms) -> within the tenant's retry budget
         self.max_active_schedules = max_active_schedules  # tenant -> its quota
-        self.txn = StoreTransaction(store)
-        self.outbox: list[Output] = []
-        self.timeline_changelog: dict[bytes, bytes] = {}
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
-        self._scanned: dict[bytes, list[bytes]] = {}             # keys each lane's scan met this turn
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
+        self.reset()
 
     # -- transaction boundaries -------------------------------------------------
 
@@ -105,10 +103,13 @@ class SchedulerTask:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the open transaction's work (after its commit, or on abort)."""
         self.txn = StoreTransaction(self.store)
-        self.outbox = []
-        self.timeline_changelog = {}
-        self._scanned = {}
+        self.outbox: list[Output] = []
+        self.timeline_changelog: dict[bytes, bytes] = {}
+        self._scanned: dict[bytes, list[bytes]] = {}  # keys each lane's scan met this turn
+        self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
+        self.dead_letters: Counter[str] = Counter()  # per tenant
 
     # -- records in ---------------------------------------------------------------
 
@@ -252,6 +253,7 @@ class SchedulerTask:
                 "schedule_version": 0, "scheduled_for_ms": None, "kind": "REJECTED_INPUT",
                 "reason": f"{source}: undecodable {schema}: {exc}", "range_first_ms": None, "range_last_ms": None,
                 "count": 1, "recorded_at_ms": now_ms}), self.partition))
+            self.event_counts["REJECTED_INPUT"] += 1
             return None
 
     def _send_result(self, key: bytes | None, result: Record) -> None:
@@ -371,6 +373,7 @@ class SchedulerTask:
                             schedule["schedule_id"].encode(), self.codec.encode("DeadLetter", {
                                 "occurrence": occurrence, "history": status["attempts"], "reason": reason,
                                 "dead_at_ms": now_ms}), None))
+        self.dead_letters[schedule["tenant"]] += 1
 
     # -- timeline -----------------------------------------------------------------
 
@@ -493,6 +496,7 @@ class SchedulerTask:
         }
         self.outbox.append((self.topics.occurrence_events, state["schedule_id"].encode(),
                             self.codec.encode("OccurrenceEvent", event), None))
+        self.event_counts[kind] += count
         if occurrence_id is not None and scheduled_for_ms is not None:
             self._put_status({**(self._status(occurrence_id) or {"attempt": 1, "attempts": []}),
                               "occurrence_id": occurrence_id, "schedule_id": state["schedule_id"],

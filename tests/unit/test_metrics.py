@@ -38,8 +38,7 @@ def test_a_committed_turn_records_lag_per_entry_backlog_and_held_back():
     m, registry = metrics()
     p0, p1 = FakeTask(0), FakeTask(1)
     m.selected(DISPATCH, T + 100, chosen(p0, T, 3) + chosen(p1, T - 4000, 2), {0: 10, 1: 2}, {"big": 7})
-    m.committed(T + 1500, 0.02, [{"kind": "MISSED", "count": 4}, {"kind": "INVALIDATED", "count": 1}],
-                {"acme": 2})
+    m.committed(T + 1500, 0.02, {"MISSED": 4, "INVALIDATED": 1}, {"acme": 2})
 
     def value(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, labels)
@@ -63,7 +62,7 @@ def test_an_aborted_turn_counts_nothing_it_selected():
     m, registry = metrics()
     m.selected(DISPATCH, T, chosen(FakeTask(0), T, 4), {0: 4}, {"big": 1})
     m.aborted()
-    m.committed(T + 10, 0.01, [])
+    m.committed(T + 10, 0.01, {})
     assert registry.get_sample_value("scheduler_schedule_lag_seconds_count", {"lane": "strict"}) is None
     assert registry.get_sample_value("scheduler_tenant_held_back_total", {"tenant": "big"}) is None
     assert registry.get_sample_value("scheduler_transactions_total", {"outcome": "aborted"}) == 1
