@@ -96,7 +96,7 @@ class SchedulerProcess:
         self._common = common
         self.consumer = Consumer({
             **common,
-            "group.id": f"{prefix}.scheduler",
+            "group.id": self.topology.tasks["scheduler"].consumer_group(prefix),
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
             "auto.offset.reset": "earliest",
