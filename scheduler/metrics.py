@@ -127,6 +127,10 @@ class EngineMetrics:
         self.held_back = PromCounter("scheduler_tenant_held_back",
                                      "Due occurrences a tenant's trigger-rate limit held back for a later turn",
                                      ["tenant"], registry=r)
+        self.concurrency_held_back = PromCounter(
+            "scheduler_tenant_concurrency_held_back",
+            "Due occurrences held back for a later turn because the tenant had no free running slot",
+            ["tenant"], registry=r)
         self.restoring = Gauge("scheduler_partitions_restoring", "Partitions whose stores are being restored",
                                registry=r)
         self.restored_records = PromCounter("scheduler_restore_records", "Changelog records applied on restore",
@@ -159,8 +163,9 @@ class EngineMetrics:
         turn.held_back.update(held_back)
 
     def committed(self, enqueued_ms: int, commit_seconds: float, events: Mapping[str, int],
-                  dead: Mapping[str, int] | None = None) -> None:
-        """Count a committed turn; `events` is occurrences not sent per event kind, `dead` per tenant."""
+                  dead: Mapping[str, int] | None = None, concurrency_held: Mapping[str, int] | None = None) -> None:
+        """Count a committed turn; `events` is occurrences not sent per event kind; `dead` and
+        `concurrency_held` (held back by max_concurrency) are per tenant."""
         turn, self._turn = self._turn, _Turn()
         self.transactions.labels("committed").inc()
         self.commit_latency.observe(commit_seconds)
@@ -175,6 +180,8 @@ class EngineMetrics:
             self.occurrence_events.labels(kind).inc(n)
         for tenant, n in (dead or {}).items():
             self.dead.labels(tenant).inc(n)
+        for tenant, n in (concurrency_held or {}).items():
+            self.concurrency_held_back.labels(tenant).inc(n)
 
     def aborted(self) -> None:
         self._turn = _Turn()

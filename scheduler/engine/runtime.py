@@ -33,6 +33,8 @@ from scheduler.topology import Topology
 
 log = logging.getLogger(__name__)
 
+SCAN_FACTOR = 4  # due entries a partition's scan may pass over (held by max_concurrency) per entry offered
+
 
 @dataclass
 class EngineConfig:
@@ -48,6 +50,7 @@ class EngineConfig:
     catch_up_rate_per_s: float = 100.0
     retry_budget_per_min: int = 6_000
     max_active_schedules: int = 2**62
+    max_concurrency: int | None = None  # of a tenant not in the tenants topic; None: not counted
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
     transaction_timeout_ms: int = 30_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
@@ -82,6 +85,7 @@ class SchedulerProcess:
             "trigger_rate_per_s": config.trigger_rate_per_s,
             "catch_up_rate_per_s": config.catch_up_rate_per_s,
             "retry_budget_per_min": config.retry_budget_per_min,
+            "max_concurrency": config.max_concurrency,
         }
         self.tenants: TenantView | None = None  # quotas and rates, followed in the background
         self.trigger_limits = RateLimits(self._trigger_rate)
@@ -92,6 +96,7 @@ class SchedulerProcess:
         self.known_tenants: set[str] = set()
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
         self._stop = threading.Event()
+        self._held_up = False  # the last turn had due work and could send none of it
         common = {"bootstrap.servers": config.bootstrap_servers}
         self._common = common
         self.consumer = Consumer({
@@ -170,7 +175,8 @@ class SchedulerProcess:
             self.tasks[partition] = SchedulerTask(
                 partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
                 self._ensure_tenant, self._retry_allowed,
-                lambda tenant: self._quota(tenant, "max_active_schedules"))
+                lambda tenant: self._quota(tenant, "max_active_schedules"),
+                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions)
         self.metrics.assigned(assigned, len(self.tasks))
         log.info("assigned partitions %s", assigned)
 
@@ -224,10 +230,13 @@ class SchedulerProcess:
                 first_offsets.setdefault(source, msg.offset())
                 next_offsets[source] = msg.offset() + 1
                 getattr(task, self._handlers[msg.topic()])(msg.key(), msg.value(), msg.offset(), now_ms)
+            for task in self.tasks.values():
+                task.slots.expire(task.txn, now_ms)
             backlog = self._dispatch(now_ms)
             # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
             budget = self.config.materialize_budget // (10 if backlog else 1)
             for task in self.tasks.values():
+                task.settle_running_slots(now_ms)
                 task.materialize_due(now_ms, budget)
             changelog_offsets = self._produce_outputs()
             if next_offsets:
@@ -251,10 +260,12 @@ class SchedulerProcess:
             return
         events: Counter[str] = Counter()
         dead: Counter[str] = Counter()
+        concurrency_held: Counter[str] = Counter()
         for task in self.tasks.values():
             events.update(task.event_counts)
             dead.update(task.dead_letters)
-        self.metrics.committed(int(self.clock() * 1000), commit_seconds, events, dead)
+            concurrency_held.update(task.slots.blocked)
+        self.metrics.committed(int(self.clock() * 1000), commit_seconds, events, dead, concurrency_held)
         for partition, task in self.tasks.items():
             task.committed(changelog_offsets.get(partition, {}))
         self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
@@ -280,6 +291,10 @@ class SchedulerProcess:
         return True
 
     def _poll_timeout_s(self, now_ms: int) -> float:
+        """Until the next due entry; after a turn that could send nothing of what was due (all held back
+        by rate or running-slot limits) the idle poll, so waiting on a limit does not spin the loop."""
+        if self._held_up:
+            return self.config.idle_poll_ms / 1000.0
         soonest = None
         for task in self.tasks.values():
             for lane in (DISPATCH, CATCH_UP):
@@ -290,21 +305,24 @@ class SchedulerProcess:
         return max(0.0, wait_ms / 1000.0)
 
     def _has_due_work(self, now_ms: int) -> bool:
+        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) for task in self.tasks.values())
+
+    def _due_entries(self, now_ms: int) -> bool:
         for task in self.tasks.values():
-            for lane, bound in ((DISPATCH, now_ms), (CATCH_UP, now_ms)):
+            for lane in (DISPATCH, CATCH_UP):
                 due = task.next_due_ms(lane)
-                if due is not None and due <= bound:
+                if due is not None and due <= now_ms:
                     return True
-            if task.has_wake_due(now_ms):
-                return True
         return False
 
     def _dispatch(self, now_ms: int) -> bool:
         """Send what is due; True when the strict lane had more than one turn's budget."""
         strict = self._select(DISPATCH, now_ms, self.config.dispatch_budget, self.trigger_limits)
         if strict < self.config.dispatch_budget:
-            self._select(CATCH_UP, now_ms, self.config.catch_up_budget, self.catch_up_limits)
+            catch_up = self._select(CATCH_UP, now_ms, self.config.catch_up_budget, self.catch_up_limits)
+            self._held_up = strict + catch_up == 0 and self._due_entries(now_ms)
             return False
+        self._held_up = False
         return True
 
     def _select(self, lane: bytes, now_ms: int, budget: int, limits: RateLimits) -> int:
@@ -321,10 +339,15 @@ class SchedulerProcess:
             guarded: dict[str, list[tuple[bytes, LocalEntry]]] = {}
             guarded_raw: dict[bytes, bytes] = {}
             before = len(candidates)
-            for n, (key, raw) in enumerate(task.due(lane, now_ms)):
-                if n >= share:
+            offered, scan_left = 0, share * SCAN_FACTOR
+            for key, raw in task.due(lane, now_ms):
+                if offered >= share or scan_left == 0:
                     break
+                scan_left -= 1
                 deadline_ms, overlap, tenant = LocalEntry.head(raw)
+                if deadline_ms >= now_ms and not task.slots.take(task.txn, tenant):
+                    continue  # the tenant is at its max_concurrency: the entry waits for a free slot
+                offered += 1
                 if deadline_ms < now_ms or late or overlap != "ALLOW":
                     entry = LocalEntry.unpack(raw)
                     if deadline_ms < now_ms:

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler.codec import DecodeError
-from scheduler.engine import materialize, overlap, timeline_keys
+from scheduler.engine import materialize, overlap, running_slots, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt
 from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
@@ -56,7 +56,8 @@ class SchedulerTask:
     def __init__(self, partition: int, store: PartitionStore, topics: TaskTopics, codec: Any,
                  tenant_topic: Callable[[str, str, str | None], str], horizon_ms: int,
                  ensure_tenant: Callable[[str], None], retry_allowed: Callable[[str, int], bool],
-                 max_active_schedules: Callable[[str], int]) -> None:
+                 max_active_schedules: Callable[[str], int], max_concurrency: Callable[[str], int | None],
+                 partitions: int) -> None:
         self.partition = partition
         self.store = store
         self.topics = topics
@@ -66,6 +67,9 @@ class SchedulerTask:
         self.ensure_tenant = ensure_tenant    # before a tenant's first record is produced
         self.retry_allowed = retry_allowed    # (tenant, now_ms) -> within the tenant's retry budget
         self.max_active_schedules = max_active_schedules  # tenant -> its quota
+        self.max_concurrency = max_concurrency  # tenant -> its running-slot quota, None: unlimited
+        self.partitions = partitions            # of the schedule topics, for the running-slot ledger
+        self.slots = running_slots.RunningSlots(max_concurrency)
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
         self.reset()
@@ -110,6 +114,7 @@ class SchedulerTask:
         self._scanned: dict[bytes, list[bytes]] = {}  # keys each lane's scan met this turn
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
+        self.slots.new_turn()
 
     # -- records in ---------------------------------------------------------------
 
@@ -148,6 +153,9 @@ class SchedulerTask:
         request = self._decode("AdmissionRequest", self.topics.admissions, key, value, offset, now_ms)
         if request is None:
             return
+        if request["kind"] in ("WANT_RUNNING", "RETURN_RUNNING"):
+            self._running_slot_request(request, now_ms)
+            return
         tenant = request["tenant"].encode()
         raw = self.txn.get("admissions", tenant)
         count = int.from_bytes(raw, "big") if raw else 0
@@ -168,6 +176,9 @@ class SchedulerTask:
     def on_admission_result(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
         answer = self._decode("AdmissionResult", self.topics.admission_results, key, value, offset, now_ms)
         if answer is None:
+            return
+        if answer["running_slots"] is not None:
+            self.slots.granted(self.txn, answer["tenant"], answer["running_slots"])
             return
         state = self._schedule(answer["schedule_id"])
         if state is None or state["state"] != "PENDING" or state["tenant"] != answer["tenant"]:
@@ -191,6 +202,28 @@ class SchedulerTask:
         for command_id in waiters:
             self._send_result(key, result_record({**base, "command_id": command_id}, "ACCEPTED", now_ms,
                                                  version=state["version"], next_fires_ms=state["first_next_fires_ms"]))
+
+    def _running_slot_request(self, request: Record, now_ms: int) -> None:
+        """The tenant's running-slot ledger: record the wish or the returned slots, send out what changes."""
+        tenant, partition = request["tenant"], request["partition"]
+        quota = self.max_concurrency(tenant)
+        if partition is None or not 0 <= partition < self.partitions:
+            log.warning("running-slot request of %s for partition %s ignored", tenant, partition)
+            return
+        changes = running_slots.ledger_change(self.txn, tenant, request["kind"], partition, request["count"],
+                                              quota if quota is not None else 2**62, self.partitions)
+        for receiver, slots in changes.items():
+            self.outbox.append((self.topics.admission_results, tenant.encode(), self.codec.encode("AdmissionResult", {
+                "tenant": tenant, "schedule_id": "", "granted": slots > 0, "active_schedules": 0,
+                "max_active_schedules": 0, "decided_at_ms": now_ms, "running_slots": slots}), receiver))
+
+    def settle_running_slots(self, now_ms: int) -> None:
+        """After dispatch: expire silent occurrences, give idle slots back, ask for the ones that were missing."""
+        for message in self.slots.settle(self.txn, now_ms):
+            self.outbox.append((self.topics.admissions, message.tenant.encode(), self.codec.encode(
+                "AdmissionRequest", {"tenant": message.tenant, "schedule_id": "", "kind": message.kind,
+                                     "requested_at_ms": now_ms, "partition": self.partition,
+                                     "count": message.count}), None))
 
     def _admission(self, state: Record, kind: str, now_ms: int) -> None:
         self.outbox.append((self.topics.admissions, state["tenant"].encode(), self.codec.encode("AdmissionRequest", {
@@ -216,6 +249,11 @@ class SchedulerTask:
             log.debug("ignored attempt event for %s: %s", event["occurrence_id"], outcome.ignored_reason)
             return
         self._put_status(outcome.status)
+        if outcome.finished:
+            self.slots.finished(self.txn, event["tenant"], event["occurrence_id"])
+        elif schedule is not None and event["kind"] in ("STARTED", "HEARTBEAT"):
+            self.slots.refreshed(self.txn, event["tenant"], event["occurrence_id"],
+                                 now_ms + schedule["spec"]["run_timeout_ms"])
         if schedule is None:
             return
         before = schedule
@@ -573,11 +611,18 @@ class SchedulerTask:
 
     def dispatched(self, key: bytes, entry: LocalEntry, now_ms: int) -> None:
         self.txn.delete("timeline", key)
+        limited = self.slots.is_limited(entry.tenant)
+        if entry.overlap == overlap.ALLOW and not limited:
+            return
+        state = self._schedule(entry.schedule_id)
+        if state is None:
+            return
+        if limited:
+            self.slots.dispatched(self.txn, entry.tenant, entry.occurrence_id,
+                                  now_ms + state["spec"]["run_timeout_ms"])
         if entry.overlap != overlap.ALLOW:
-            state = self._schedule(entry.schedule_id)
-            if state is not None:
-                mine = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
-                self._save({**state, "running": [*state["running"], mine]})
+            mine = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
+            self._save({**state, "running": [*state["running"], mine]})
 
     def has_wake_due(self, now_ms: int) -> bool:
         for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):

@@ -11,7 +11,8 @@ def task_with(tmp_path, due_times):
     entry = LocalEntry("acme", "s", "topic", "occ", b"body").pack()
     store.write({"timeline": {occurrence_key(DISPATCH, t, f"s{t}", t): entry for t in due_times}}, {})
     return SchedulerTask(0, store, TOPICS, codec=None, tenant_topic=None, horizon_ms=0, ensure_tenant=None,
-                         retry_allowed=None, max_active_schedules=None)
+                         retry_allowed=None, max_active_schedules=None, max_concurrency=lambda tenant: None,
+                         partitions=1)
 
 
 def test_the_scan_starts_after_what_the_last_turn_dispatched(tmp_path):
