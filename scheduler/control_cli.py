@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AclBinding
+
+from scheduler.acls import grant_worker
 from scheduler.api.keys import create_key, default_key_file, revoke_key
 from scheduler.api.models import schedule_json
 from scheduler.client import (
@@ -30,8 +35,9 @@ from scheduler.client import (
 )
 from scheduler.config import Settings
 from scheduler.engine.instants import to_datetime, to_ms
-from scheduler.tenants import QUOTA_DEFAULTS, TenantRegistry
+from scheduler.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.timing.instants import format_utc, parse_instant
+from scheduler.topology import Topology
 from scheduler.views import ScheduleView, ViewUnavailable
 
 Record = dict[str, Any]
@@ -311,6 +317,39 @@ def tenants_delete(args: argparse.Namespace) -> int:
     return _emit(args, {"tenant": args.name, "deleted": True}, lambda d: f"deleted tenant {d['tenant']}")
 
 
+def tenants_grant_worker(args: argparse.Namespace) -> int:
+    """The password comes from the environment, so it shows neither in `ps` nor in shell history."""
+    validate_tenant_name(args.name)
+    password = os.environ.get(args.password_env, "")
+    if not password:
+        raise ValidationError("USAGE", f"${args.password_env} is empty or not set: put the worker's password there")
+    try:
+        bindings = grant_worker(args.bootstrap, Topology.load(), args.prefix, args.name, args.user, password,
+                                args.timeout)
+    except ValueError as exc:
+        raise ValidationError("USAGE", str(exc)) from exc
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN):
+            raise Unavailable("UNAVAILABLE", error.str()) from exc
+        if error.code() == KafkaError.SECURITY_DISABLED:
+            raise SchedulerError(error.name(), "the broker has no authorizer: start it with one, "
+                                               "e.g. `scheduler broker start --sasl-port N`") from exc
+        raise SchedulerError(error.name(), error.str()) from exc
+    granted = {"tenant": args.name, "user": args.user, "acls": [_acl_json(b) for b in bindings]}
+    return _emit(args, granted, _grant_text)
+
+
+def _acl_json(binding: AclBinding) -> Record:
+    return {"resource_type": binding.restype.name, "name": binding.name,
+            "pattern": binding.resource_pattern_type.name, "operation": binding.operation.name}
+
+
+def _grant_text(granted: Record) -> str:
+    acls = (f"  {a['operation']} {a['resource_type']} {a['name']} ({a['pattern']})" for a in granted["acls"])
+    return f"User:{granted['user']} may now run workers of {granted['tenant']}:\n" + "\n".join(acls)
+
+
 def api_serve(args: argparse.Namespace) -> int:
     from scheduler.api.server import serve  # uvicorn and FastAPI load only for the server
 
@@ -385,7 +424,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     prev.add_argument("--after", type=instant_ms, help="fires strictly after this instant (default: now)")
     _spec_args(prev, kind_required=False)
 
-    tenants = subparsers.add_parser("tenants", help="register tenants and set their quotas")
+    tenants = subparsers.add_parser("tenants",
+                                    help="register tenants, set their quotas, grant their workers broker ACLs")
     tverbs = tenants.add_subparsers(dest="verb", required=True)
     reg = _add(tverbs, "register", tenants_register, "register a tenant: topics and quotas")
     reg.add_argument("name")
@@ -399,6 +439,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     delete = _add(tverbs, "delete", tenants_delete, "delete a tenant (refused while it has live schedules)")
     delete.add_argument("name")
     delete.add_argument("--force", action="store_true", help="delete even with active or paused schedules")
+    grant = _add(tverbs, "grant-worker", tenants_grant_worker,
+                 "create a SCRAM-SHA-512 user and the broker ACLs a worker of the tenant needs")
+    grant.add_argument("name")
+    grant.add_argument("--user", required=True, help="SCRAM user name (principal User:NAME)")
+    grant.add_argument("--password-env", required=True, metavar="VAR",
+                       help="environment variable holding the user's password")
 
     occurrences = subparsers.add_parser("occurrences", help="inspect and re-run occurrences")
     overbs = occurrences.add_subparsers(dest="verb", required=True)

@@ -8,11 +8,13 @@ import os
 import shutil
 import subprocess
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from scheduler.broker.local import KAFKA_VERSION, LocalBroker, free_port, single_node_settings
@@ -110,6 +112,21 @@ def local_broker(session_broker: SessionBroker) -> Iterator[LocalBroker]:
 
 
 @pytest.fixture
-def unique_prefix() -> str:
-    """A fresh topic-name prefix per test, so tests sharing the session broker never collide."""
-    return f"t{uuid.uuid4().hex[:8]}"
+def unique_prefix(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh topic-name prefix per test, so tests sharing the session broker never collide; its topics
+    are deleted afterwards, so a long session does not run the broker out of file descriptors."""
+    prefix = f"t{uuid.uuid4().hex[:8]}"
+    yield prefix
+    if "kafka_bootstrap" in request.fixturenames:
+        delete_topics(request.getfixturevalue("kafka_bootstrap"), prefix)
+
+
+def delete_topics(bootstrap: str, prefix: str) -> None:
+    """Best effort: a broker a test left stopped or unreachable keeps the topics."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        names = [name for name in admin.list_topics(timeout=10).topics if name.startswith(f"{prefix}.")]
+        for future in admin.delete_topics(names, operation_timeout=30).values() if names else ():
+            future.result()
+    except KafkaException as exc:
+        warnings.warn(f"topics of {prefix} not deleted: {exc}")

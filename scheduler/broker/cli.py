@@ -22,6 +22,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     start = actions.add_parser("start", help="start the broker in the background and print its bootstrap address")
     start.add_argument("--port", type=int, default=9092, help="client port (default 9092)")
     start.add_argument("--controller-port", type=int, default=None, help="KRaft controller port (default port+1)")
+    start.add_argument(
+        "--sasl-port", type=int, default=None,
+        help="also listen for SASL_PLAINTEXT (SCRAM-SHA-512) on this port and enforce ACLs; the super user "
+             "`admin` gets a password in DATA_DIR/admin.password; PLAINTEXT clients stay super users "
+             "(docs/control-plane.md). Data formatted without it needs --wipe",
+    )
     start.add_argument("--wipe", action="store_true", help="delete the broker's data before starting")
     start.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker (default 120)")
     _add_data_dir(start)
@@ -62,7 +68,7 @@ def _start(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or default_data_dir()
     began = time.monotonic()
     try:
-        broker = LocalBroker(data_dir, args.port, args.controller_port)
+        broker = LocalBroker(data_dir, args.port, args.controller_port, args.sasl_port)
         if args.wipe:
             broker.wipe()
         was_running = broker.is_running()
@@ -76,6 +82,9 @@ def _start(args: argparse.Namespace) -> int:
             f"broker started in {time.monotonic() - began:.1f}s (pid {broker.pid()}), data in {broker.data_dir}, "
             f"log {broker.log_file}; stop it with `scheduler broker stop`"
         )
+    if broker.sasl_bootstrap is not None:
+        _say(f"SASL_PLAINTEXT (SCRAM-SHA-512, ACLs enforced) on {broker.sasl_bootstrap}: "
+             f"user admin, password in {broker.admin_password_file}")
     print(bootstrap, flush=True)
     return 0
 
@@ -103,5 +112,6 @@ def _status(args: argparse.Namespace) -> int:
     if pid is None:
         print(f"stopped (data dir {broker.data_dir})")
         return EXIT_NOT_RUNNING
-    print(f"running pid={pid} bootstrap={broker.bootstrap} data_dir={broker.data_dir}")
+    sasl = "" if broker.sasl_bootstrap is None else f" sasl_bootstrap={broker.sasl_bootstrap}"
+    print(f"running pid={pid} bootstrap={broker.bootstrap}{sasl} data_dir={broker.data_dir}")
     return 0

@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -36,6 +37,8 @@ JVM_OPTS = (
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 HOST = "127.0.0.1"
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+SUPER_USER = "admin"
 
 # Files this module owns inside a data dir; `wipe` removes only these, never the dir's other content.
 _PROPERTIES = "server.properties"
@@ -44,7 +47,8 @@ _PID = "broker.pid"
 _LOG4J = "log4j2.xml"
 _KRAFT_DIR = "kraft"
 _LOGS_DIR = "logs"
-_OWNED = (_PROPERTIES, _CLUSTER_ID, _PID, _LOG4J, _KRAFT_DIR, _LOGS_DIR)
+_ADMIN_PASSWORD = "admin.password"
+_OWNED = (_PROPERTIES, _CLUSTER_ID, _PID, _LOG4J, _KRAFT_DIR, _LOGS_DIR, _ADMIN_PASSWORD)
 
 
 class BrokerError(Exception):
@@ -75,6 +79,23 @@ def single_node_settings() -> dict[str, str]:
         "log.cleaner.backoff.ms": "1000",
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
+    }
+
+
+def sasl_settings() -> dict[str, str]:
+    """SCRAM on the SASL_PLAINTEXT listener, and ACLs enforced on every listener.
+
+    The PLAINTEXT and CONTROLLER listeners (bound to 127.0.0.1) authenticate nobody, so their
+    principal User:ANONYMOUS is a super user: the scheduler, the control plane and the broker's own
+    controller traffic are trusted local services. Tenants' workers connect through SASL, where
+    their ACLs apply; `SUPER_USER` is the operator's identity on that listener."""
+    return {
+        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+        f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        "super.users": f"User:{SUPER_USER};User:ANONYMOUS",
     }
 
 
@@ -204,17 +225,25 @@ def new_cluster_id() -> str:
 
 
 class LocalBroker:
-    """One broker+controller JVM whose state (KRaft logs, pid, logs) lives in `data_dir`."""
+    """One broker+controller JVM whose state (KRaft logs, pid, logs) lives in `data_dir`.
 
-    def __init__(self, data_dir: Path, port: int = 9092, controller_port: int | None = None) -> None:
+    With `sasl_port`, it also listens for SASL_PLAINTEXT (SCRAM-SHA-512) there and enforces ACLs
+    (`sasl_settings`); the super user's credential is created when the storage is formatted."""
+
+    def __init__(
+        self, data_dir: Path, port: int = 9092, controller_port: int | None = None, sasl_port: int | None = None
+    ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.controller_port = controller_port if controller_port is not None else port + 1
-        for value in (self.port, self.controller_port):
-            if not 0 < value < 65536:
+        self.sasl_port = sasl_port
+        for value in (self.port, self.controller_port, self.sasl_port):
+            if value is not None and not 0 < value < 65536:
                 raise BrokerError(f"port {value} is out of range: use 1..65535")
         if self.port == self.controller_port:
             raise BrokerError("--port and --controller-port must differ")
+        if self.sasl_port in (self.port, self.controller_port):
+            raise BrokerError("--sasl-port must differ from --port and --controller-port")
         self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -224,12 +253,30 @@ class LocalBroker:
         listeners = _read_properties(data_dir / _PROPERTIES).get("listeners", "")
         ports = dict(re.findall(r"(\w+)://[^:,]*:(\d+)", listeners))
         if "PLAINTEXT" in ports and "CONTROLLER" in ports:
-            return cls(data_dir, int(ports["PLAINTEXT"]), int(ports["CONTROLLER"]))
+            sasl_port = int(ports["SASL_PLAINTEXT"]) if "SASL_PLAINTEXT" in ports else None
+            return cls(data_dir, int(ports["PLAINTEXT"]), int(ports["CONTROLLER"]), sasl_port)
         return cls(data_dir)
 
     @property
     def bootstrap(self) -> str:
         return f"{HOST}:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str | None:
+        return None if self.sasl_port is None else f"{HOST}:{self.sasl_port}"
+
+    @property
+    def admin_password_file(self) -> Path:
+        return self.data_dir / _ADMIN_PASSWORD
+
+    def admin_password(self) -> str:
+        """`SUPER_USER`'s SCRAM password, generated when the data dir was formatted with a SASL port."""
+        try:
+            return self.admin_password_file.read_text().strip()
+        except FileNotFoundError:
+            raise BrokerError(
+                f"{self.data_dir} was not formatted with a SASL listener: start it with --sasl-port N --wipe"
+            ) from None
 
     @property
     def log_file(self) -> Path:
@@ -263,17 +310,21 @@ class LocalBroker:
         running = self.pid()
         if running is not None:
             current = LocalBroker.from_data_dir(self.data_dir)
-            if current.port != self.port:
+            # A SASL listener the caller did not ask for is harmless: its PLAINTEXT listener works as ever.
+            if current.port != self.port or self.sasl_port not in (None, current.sasl_port):
+                sasl = "" if current.sasl_port is None else f" and SASL port {current.sasl_port}"
                 raise BrokerError(
-                    f"a broker from {self.data_dir} already runs on port {current.port} (pid {running}): "
+                    f"a broker from {self.data_dir} already runs on port {current.port}{sasl} (pid {running}): "
                     f"stop it first with `scheduler broker stop --data-dir {self.data_dir}`"
                 )
             return self.bootstrap
         check_port_free(self.port, "--port")
         check_port_free(self.controller_port, "--controller-port")
+        if self.sasl_port is not None:
+            check_port_free(self.sasl_port, "--sasl-port")
         java = java_executable()
         libs = ensure_jars()
-        self._check_controller_port_unchanged()
+        self._check_formatted_data_fits()
         self._write_config()
         self._format_storage(java, libs)
         self._launch(java, libs)
@@ -354,8 +405,9 @@ class LocalBroker:
         self._pid_file.unlink(missing_ok=True)
         self._process = None
 
-    def _check_controller_port_unchanged(self) -> None:
-        """The formatted KRaft log records the controller's endpoint, so it cannot move silently."""
+    def _check_formatted_data_fits(self) -> None:
+        """The formatted KRaft log records the controller's endpoint (so it cannot move silently) and
+        the super user's SCRAM credential (so SASL cannot be added to data formatted without it)."""
         if not (self.data_dir / _KRAFT_DIR / "meta.properties").exists():
             return
         previous = LocalBroker.from_data_dir(self.data_dir).controller_port
@@ -363,6 +415,11 @@ class LocalBroker:
             raise BrokerError(
                 f"the data in {self.data_dir} was formatted for controller port {previous}: "
                 f"start with --controller-port {previous}, or add --wipe to start afresh"
+            )
+        if self.sasl_port is not None and not self.admin_password_file.exists():
+            raise BrokerError(
+                f"the data in {self.data_dir} was formatted without a SASL listener, so it has no "
+                f"`{SUPER_USER}` credential: add --wipe to start afresh with --sasl-port"
             )
 
     def _write_config(self) -> None:
@@ -372,18 +429,25 @@ class LocalBroker:
         if not cluster_id_file.exists():
             cluster_id_file.write_text(new_cluster_id() + "\n")
         kraft = self.data_dir / _KRAFT_DIR
+        ports = {"PLAINTEXT": self.port, "CONTROLLER": self.controller_port}
+        protocols = {"CONTROLLER": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT"}
+        if self.sasl_port is not None:
+            ports["SASL_PLAINTEXT"] = self.sasl_port
+            protocols["SASL_PLAINTEXT"] = "SASL_PLAINTEXT"
+        listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": f"{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "listeners": listeners,
+            "advertised.listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "listener.security.protocol.map": ",".join(f"{name}:{kind}" for name, kind in protocols.items()),
             "log.dirs": str(kraft),
             "metadata.log.dir": str(kraft),
             **single_node_settings(),
+            **(sasl_settings() if self.sasl_port is not None else {}),
         }
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         self._properties_file.write_text("# written by `scheduler broker start`; edits are overwritten\n" + text)
@@ -392,18 +456,26 @@ class LocalBroker:
         if (self.data_dir / _KRAFT_DIR / "meta.properties").exists():
             return  # formatted before; skipping saves a JVM start
         cluster_id = (self.data_dir / _CLUSTER_ID).read_text().strip()
-        result = subprocess.run(
-            [java, "-Xmx256m", "-cp", f"{libs}/*", f"-Dlog4j2.configurationFile={self.data_dir / _LOG4J}",
-             f"-Dkafka.logs.dir={self.data_dir / _LOGS_DIR}", "kafka.tools.StorageTool", "format",
-             "-t", cluster_id, "-c", str(self._properties_file), "--standalone", "--ignore-formatted"],
-            capture_output=True,
-            text=True,
-        )
+        command = [java, "-Xmx256m", "-cp", f"{libs}/*", f"-Dlog4j2.configurationFile={self.data_dir / _LOG4J}",
+                   f"-Dkafka.logs.dir={self.data_dir / _LOGS_DIR}", "kafka.tools.StorageTool", "format",
+                   "-t", cluster_id, "-c", str(self._properties_file), "--standalone", "--ignore-formatted"]
+        if self.sasl_port is not None:
+            # The first SASL client needs a credential before any ACL exists: it goes into the metadata log.
+            command += ["--add-scram", f"{SCRAM_MECHANISM}=[name={SUPER_USER},password={self._new_admin_password()}]"]
+        result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:
             raise BrokerError(
                 f"formatting KRaft storage in {self.data_dir / _KRAFT_DIR} failed "
                 f"(add --wipe to start afresh):\n{(result.stdout + result.stderr).strip()}"
             )
+
+    def _new_admin_password(self) -> str:
+        """URL-safe, so it needs no quoting in `--add-scram`; readable by the data dir's owner only."""
+        password = secrets.token_urlsafe(24)
+        self.admin_password_file.unlink(missing_ok=True)
+        self.admin_password_file.touch(mode=0o600)
+        self.admin_password_file.write_text(password + "\n")
+        return password
 
     def _launch(self, java: str, libs: Path) -> None:
         command = [

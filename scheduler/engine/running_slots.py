@@ -151,6 +151,9 @@ class RunningSlots:
         return False
 
     def is_limited(self, tenant: str) -> bool:
+        """Per dispatched entry: answered from this turn's `take` when it asked, without a quota lookup."""
+        if tenant in self._free:
+            return self._free[tenant] is not None
         return self.quota_of(tenant) is not None
 
     def dispatched(self, txn: StoreTransaction, tenant: str, occurrence_id: str, expires_ms: int) -> None:

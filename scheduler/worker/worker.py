@@ -36,6 +36,15 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
+def default_group_id(prefix: str, tenant: str, share: bool) -> str:
+    return f"{prefix}.{'share-workers' if share else 'workers'}.{tenant}"
+
+
+def transactional_id_prefix(prefix: str, tenant: str) -> str:
+    """Every worker of a tenant writes attempts under this prefix, so one ACL covers them all."""
+    return f"{prefix}.worker.{tenant}."
+
+
 @dataclass(frozen=True)
 class WorkerOptions:
     """Tuning that rarely changes; the defaults suit handlers that finish within minutes."""
@@ -73,7 +82,7 @@ class Worker:
         self.tenant = tenant
         self.handler = handler
         self.share = share
-        self.group_id = group_id or f"{prefix}.{'share-workers' if share else 'workers'}.{tenant}"
+        self.group_id = group_id or default_group_id(prefix, tenant, share)
         # Highest first, whatever order the caller gave.
         self.priorities = tuple(p for p in self.topology.priorities if p in priorities)
         self.worker_id = worker_id or default_worker_id()
@@ -99,7 +108,8 @@ class Worker:
             log.info("worker %s: schedule view has %d schedules; %s %s on %s", self.worker_id, len(self.view),
                      "share group" if self.share else "consumer group", self.group_id, sorted(self.topics))
             self.writer = AttemptWriter(self.bootstrap, self.topology.topic_name("attempts", self.prefix),
-                                        f"{self.prefix}.worker.{self.tenant}.{self.worker_id}", self.codec)
+                                        transactional_id_prefix(self.prefix, self.tenant) + self.worker_id,
+                                        self.codec)
             (run_share if self.share else run_group)(self)
         finally:
             if self.writer is not None:

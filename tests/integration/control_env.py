@@ -9,6 +9,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from conftest import delete_topics
 from engine_harness import CODEC, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 from scheduler.api.app import create_app
 from scheduler.api.keys import KeyStore, create_key
@@ -61,6 +62,7 @@ def control_env(bootstrap: str, tmp_path: Path) -> Iterator[ControlEnv]:
         plane.close()
         if process.alive():
             process.terminate()
+        delete_topics(bootstrap, prefix)
 
 
 def hourly(**fields) -> dict:
