@@ -15,11 +15,13 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from scheduler.codec import Codec, DecodeError, RecordCodec
+from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, connection
 from scheduler.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -54,30 +56,33 @@ class CompactedView:
 
     schema = ""
 
-    def __init__(self, bootstrap: str, topic: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, topic: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
+        """`client_config`: the caller's librdkafka settings (e.g. SASL credentials) for both consumers."""
         self.topic = topic
         self.codec = codec or Codec.default()
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._applied: dict[int, int] = {}
-        conf = {
-            "bootstrap.servers": bootstrap,
+        conf = client_settings(connection(bootstrap, client_config), {
             "group.id": f"view-{uuid.uuid4()}",  # required by the client; never joined nor committed
             "enable.auto.commit": False,
             "isolation.level": "read_committed",
-            "log_level": 4,
-        }
+        })
         self.consumer = Consumer(conf)
         # Watermark queries on the consumer the follower thread polls block behind the poll:
         # waiters ask their own handle.
         self._offsets = Consumer(conf)
         self._offsets_lock = threading.Lock()
-        partitions = self.consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        if not partitions:
+        metadata = self.consumer.list_topics(topic, timeout=30).topics[topic]
+        if not metadata.partitions:
             self.consumer.close()
             self._offsets.close()
+            # The broker answers so for a missing topic too: it tells a principal without access nothing.
+            if metadata.error is not None and metadata.error.code() in AUTHORIZATION_FAILURES:
+                raise NotAuthorized(f"topic {topic} (READ; or it does not exist)", metadata.error)
             raise ViewUnavailable(f"topic {topic} does not exist: run `scheduler topics ensure` first")
-        self.partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(partitions)]
+        self.partitions = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(metadata.partitions)]
         self.consumer.assign(self.partitions)
         self._thread = threading.Thread(target=self._follow, name=f"view:{topic}", daemon=True)
         self._thread.start()
@@ -132,7 +137,9 @@ class CompactedView:
     def _apply_message(self, message: Message) -> None:
         error = message.error()
         if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
+            # The client looks up the coordinator of its group although the view never joins it; a
+            # principal with no ACL for that group is refused the lookup, which the view does not need.
+            if error.code() not in (KafkaError._PARTITION_EOF, KafkaError.GROUP_AUTHORIZATION_FAILED):
                 log.warning("view %s: %s", self.topic, error)
             return
         key = message.key()

@@ -4,13 +4,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import signal
+import sys
+from pathlib import Path
 from types import FrameType
 
+from scheduler.acls import scram_client_config
 from scheduler.codec import codec_from_settings
 from scheduler.config import Settings
+from scheduler.kafka_clients import NotAuthorized, connection
 from scheduler.worker.attempt import Handler
 from scheduler.worker.worker import DEFAULT_PRIORITIES, Worker, WorkerOptions
+
+# A traceback (an unexpected failure) exits 1 too; refused access is reported without one.
+EXIT_ERROR, EXIT_USAGE = 1, 2
+SASL_CREDENTIALS = frozenset({"sasl.mechanism", "sasl.username", "sasl.password"})
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how soon the group gives a silent worker's partitions to others")
     parser.add_argument("--max-poll-interval-ms", type=int, default=WorkerOptions.max_poll_interval_ms,
                         help="longest a handler may run before the group considers the worker gone")
+    parser.add_argument("--sasl-user", metavar="USER",
+                        help="authenticate as this SCRAM-SHA-512 user (see tenants grant-worker), over "
+                             "SASL_PLAINTEXT unless --client-config sets security.protocol=SASL_SSL")
+    parser.add_argument("--sasl-password-env", metavar="VAR",
+                        help="environment variable holding the --sasl-user's password")
+    parser.add_argument("--client-config", type=Path, metavar="FILE",
+                        help="librdkafka settings for every Kafka client of the worker, key=value lines")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
@@ -45,9 +61,50 @@ def load_handler(path: str) -> Handler:
     return target  # type: ignore[return-value]
 
 
+def read_client_config(path: Path) -> dict[str, str]:
+    """`key=value` lines, as in a Java client's properties file; blank lines and `#` comments are skipped."""
+    settings = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{path}:{number}: expected key=value, got {line!r}")
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+def client_config(args: argparse.Namespace, bootstrap: str) -> dict[str, str]:
+    """The settings of --client-config and --sasl-user; the password comes from the environment, so it
+    shows neither in `ps` nor in shell history."""
+    settings = read_client_config(args.client_config) if args.client_config else {}
+    if (args.sasl_user is None) != (args.sasl_password_env is None):
+        raise ValueError("--sasl-user and --sasl-password-env go together")
+    if args.sasl_user is None:
+        return settings
+    password = os.environ.get(args.sasl_password_env, "")
+    if not password:
+        raise ValueError(f"${args.sasl_password_env} is empty or not set: put the password of {args.sasl_user} there")
+    # The file may choose SASL_SSL (and name the bootstrap, which Worker checks); the credentials are the options'.
+    clash = sorted(settings.keys() & SASL_CREDENTIALS)
+    if clash:
+        raise ValueError(f"{args.client_config} sets {clash}, which --sasl-user sets")
+    conf = {**scram_client_config(bootstrap, args.sasl_user, password), **settings}
+    if conf["security.protocol"].upper() not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        raise ValueError(f"--sasl-user needs security.protocol SASL_PLAINTEXT or SASL_SSL, "
+                         f"not {conf['security.protocol']}")
+    return conf
+
+
 def _run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
+    try:
+        conf = connection(settings.bootstrap_servers, client_config(args, settings.bootstrap_servers))
+    except (ValueError, OSError) as exc:  # bad client settings, an unreadable --client-config
+        print(f"scheduler worker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     worker = Worker(
         settings.bootstrap_servers, settings.topic_prefix, args.tenant, load_handler(args.handler_path),
         group_id=args.group_id, priorities=tuple(args.priorities or DEFAULT_PRIORITIES),
@@ -55,6 +112,7 @@ def _run(args: argparse.Namespace) -> int:
         options=WorkerOptions(session_timeout_ms=args.session_timeout_ms,
                               max_poll_interval_ms=args.max_poll_interval_ms),
         codec=codec_from_settings(settings),
+        client_config=conf,
     )
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -62,5 +120,9 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    worker.run()
+    try:
+        worker.run()
+    except NotAuthorized as exc:
+        print(f"scheduler worker: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     return 0

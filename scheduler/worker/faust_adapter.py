@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import faust
@@ -48,8 +48,12 @@ def attach(
     codec: RecordCodec | None = None,
     topology: Topology | None = None,
     view_catch_up_s: float = 10.0,
+    client_config: Mapping[str, str] | None = None,
 ) -> Any:
-    """Register the agent on `app` and return it."""
+    """Register the agent on `app` and return it.
+
+    `client_config` (librdkafka settings, e.g. SASL credentials) is for the schedule-view follower;
+    the app's own connection takes its credentials from faust (`broker_credentials`)."""
     topology = topology or Topology.load()
     codec = codec or Codec.default()
     worker_id = worker_id or default_worker_id()
@@ -67,7 +71,8 @@ def attach(
 
     async def occurrences(stream: AsyncIterable[bytes]) -> None:
         loop = asyncio.get_running_loop()
-        follower = await asyncio.to_thread(_start_follower, bootstrap, view_topic, view, codec, view_catch_up_s)
+        follower = await asyncio.to_thread(_start_follower, bootstrap, view_topic, view, codec, view_catch_up_s,
+                                           client_config)
         run = _in_thread(handler, loop)
 
         def write_started(event: Event) -> None:
@@ -95,8 +100,8 @@ def attach(
 
 
 def _start_follower(bootstrap: str, topic: str, view: ScheduleView, codec: RecordCodec,
-                    catch_up_s: float) -> ViewFollower:
-    follower = ViewFollower(bootstrap, topic, view, codec)
+                    catch_up_s: float, client_config: Mapping[str, str] | None) -> ViewFollower:
+    follower = ViewFollower(bootstrap, topic, view, codec, client_config)
     follower.catch_up(catch_up_s)
     return follower
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from scheduler.codec import DecodeError
+from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.priority import PriorityBuffers
 from scheduler.worker.writer import NotRecorded
@@ -18,8 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def run_group(worker: Worker) -> None:
-    consumer = Consumer({
-        "bootstrap.servers": worker.bootstrap,
+    consumer = Consumer(client_settings(worker.client_config, {
         "group.id": worker.group_id,
         "client.id": worker.worker_id,
         "enable.auto.commit": False,
@@ -29,8 +29,7 @@ def run_group(worker: Worker) -> None:
         "session.timeout.ms": worker.options.session_timeout_ms,
         "heartbeat.interval.ms": max(1000, worker.options.session_timeout_ms // 5),
         "max.poll.interval.ms": worker.options.max_poll_interval_ms,
-        "log_level": 4,
-    })
+    }))
     GroupLoop(worker, consumer).run()
 
 
@@ -69,6 +68,9 @@ class GroupLoop:
         if error is not None:
             if error.fatal():
                 raise KafkaException(error)
+            if error.code() in AUTHORIZATION_FAILURES:  # the client would only log it and wait
+                refused = f"topic {message.topic()}" if message.topic() else f"group {self.worker.group_id}"
+                raise NotAuthorized(f"{refused} (READ)", error)
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consumer: %s", error)
             return

@@ -15,13 +15,15 @@ priority first; priority holds within a batch, not across batches.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from confluent_kafka import AcknowledgeType, KafkaException, Message, ShareConsumer
+from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message, ShareConsumer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from scheduler.admin import admin_client
 from scheduler.codec import DecodeError
+from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.writer import NotRecorded
 
@@ -37,13 +39,18 @@ SHARE_GROUP_CONFIG = {"share.auto.offset.reset": "earliest", "share.isolation.le
 ACK_FOR_KIND = {"SUCCEEDED": AcknowledgeType.ACCEPT, "SKIPPED_STALE": AcknowledgeType.ACCEPT}
 
 
-def configure_share_group(bootstrap: str, group_id: str) -> None:
+def configure_share_group(client_config: Mapping[str, str], group_id: str) -> None:
     resource = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[
         ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
         for name, value in SHARE_GROUP_CONFIG.items()
     ])
-    admin = admin_client(bootstrap)  # must outlive the request, or the future fails as destroyed
-    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    admin = admin_client(client_config)  # must outlive the request, or the future fails as destroyed
+    try:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() in AUTHORIZATION_FAILURES:
+            raise NotAuthorized(f"share group {group_id} (ALTER_CONFIGS)", exc.args[0]) from exc
+        raise
 
 
 def acknowledgement(outcome: dict[str, object]) -> int:
@@ -54,19 +61,17 @@ def acknowledgement(outcome: dict[str, object]) -> int:
 
 
 def run_share(worker: Worker) -> None:
-    configure_share_group(worker.bootstrap, worker.group_id)
-    consumer = ShareConsumer({
-        "bootstrap.servers": worker.bootstrap,
+    configure_share_group(worker.client_config, worker.group_id)
+    consumer = ShareConsumer(client_settings(worker.client_config, {
         "group.id": worker.group_id,
         "client.id": worker.worker_id,
         "share.acknowledgement.mode": "explicit",
-        "log_level": 4,
-    })
+    }))
     rank = {priority: i for i, priority in enumerate(worker.priorities)}
     consumer.subscribe(list(worker.topics))
     try:
         while not worker.stopping():
-            batch = [m for m in consumer.poll(worker.options.poll_timeout_s) if _usable(m)]
+            batch = [m for m in _poll(worker, consumer) if _usable(m)]
             batch.sort(key=lambda m: rank[worker.topics[m.topic()]])
             for message in batch:
                 if worker.stopping():
@@ -77,6 +82,19 @@ def run_share(worker: Worker) -> None:
                 consumer.commit_async()
     finally:
         consumer.close()
+
+
+def _poll(worker: Worker, consumer: ShareConsumer) -> list[Message]:
+    """The next batch; a refusal by the broker's ACLs names what the worker needs, as the error does not."""
+    try:
+        return consumer.poll(worker.options.poll_timeout_s)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise NotAuthorized(f"share group {worker.group_id} (READ)", error) from exc
+        if error.code() in AUTHORIZATION_FAILURES:
+            raise NotAuthorized(f"one of the topics {sorted(worker.topics)} (READ)", error) from exc
+        raise
 
 
 def _usable(message: Message) -> bool:

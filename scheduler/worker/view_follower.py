@@ -7,6 +7,7 @@ of each schedule: its version and state.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from scheduler.codec import RecordCodec
 from scheduler.views import CompactedView, Record
@@ -18,9 +19,10 @@ log = logging.getLogger(__name__)
 class ViewFollower(CompactedView):
     schema = "ScheduleState"
 
-    def __init__(self, bootstrap: str, topic: str, view: ScheduleView, codec: RecordCodec) -> None:
+    def __init__(self, bootstrap: str, topic: str, view: ScheduleView, codec: RecordCodec,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self.view = view
-        super().__init__(bootstrap, topic, codec)
+        super().__init__(bootstrap, topic, codec, client_config)
 
     def catch_up(self, timeout: float) -> bool:
         """Wait until the view holds what the topic held now; False (a lagging view) after `timeout`."""

@@ -11,10 +11,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.codec import Codec, RecordCodec
+from scheduler.kafka_clients import connection
 from scheduler.topology import Topology
 from scheduler.worker.attempt import Event, Handler, run_attempt
 from scheduler.worker.occurrence import AttemptContext, Occurrence
@@ -72,12 +73,17 @@ class Worker:
         codec: RecordCodec | None = None,
         topology: Topology | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        client_config: Mapping[str, str] | None = None,
     ) -> None:
+        """`client_config`: librdkafka settings for every Kafka client of the worker, e.g. its SASL
+        credentials (`scheduler.acls.scram_client_config`). The settings its guarantees rest on
+        (group, transactions, isolation, offsets) are the worker's own: run() refuses them there."""
         self.topology = topology or Topology.load()
         unknown = [p for p in priorities if p not in self.topology.priorities]
         if not priorities or unknown:
             raise ValueError(f"priorities must be among {list(self.topology.priorities)}, got {list(priorities)}")
         self.bootstrap = bootstrap
+        self.client_config = connection(bootstrap, client_config)
         self.prefix = prefix
         self.tenant = tenant
         self.handler = handler
@@ -97,17 +103,20 @@ class Worker:
         self.writer: AttemptWriter | None = None
 
     def run(self) -> None:
-        """Process occurrences until `stop()`; the occurrence in progress then is finished and recorded."""
+        """Process occurrences until `stop()`; the occurrence in progress then is finished and recorded.
+
+        Raises scheduler.kafka_clients.NotAuthorized as soon as the broker's ACLs refuse the worker a
+        topic, group or transactional id: the Kafka client would otherwise wait for access forever."""
         from scheduler.worker.group import run_group
         from scheduler.worker.share import run_share
 
         view_topic = self.topology.topic_name("schedule-view", self.prefix, tenant=self.tenant)
-        follower = ViewFollower(self.bootstrap, view_topic, self.view, self.codec)
+        follower = ViewFollower(self.bootstrap, view_topic, self.view, self.codec, self.client_config)
         try:
             follower.catch_up(self.options.view_catch_up_s)
             log.info("worker %s: schedule view has %d schedules; %s %s on %s", self.worker_id, len(self.view),
                      "share group" if self.share else "consumer group", self.group_id, sorted(self.topics))
-            self.writer = AttemptWriter(self.bootstrap, self.topology.topic_name("attempts", self.prefix),
+            self.writer = AttemptWriter(self.client_config, self.topology.topic_name("attempts", self.prefix),
                                         transactional_id_prefix(self.prefix, self.tenant) + self.worker_id,
                                         self.codec)
             (run_share if self.share else run_group)(self)

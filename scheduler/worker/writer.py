@@ -7,12 +7,13 @@ redelivery (at-least-once), never a lost occurrence (at-most-once).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from scheduler.codec import RecordCodec
+from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
 log = logging.getLogger(__name__)
@@ -28,18 +29,23 @@ class NotRecorded(RuntimeError):
 
 
 class AttemptWriter:
-    def __init__(self, bootstrap: str, topic: str, transactional_id: str, codec: RecordCodec) -> None:
+    def __init__(self, client_config: Mapping[str, str], topic: str, transactional_id: str,
+                 codec: RecordCodec) -> None:
+        """`client_config`: bootstrap.servers and the caller's librdkafka settings (e.g. SASL credentials)."""
         self.topic = topic
         self.codec = codec
-        self.producer = Producer({
-            "bootstrap.servers": bootstrap,
+        self.producer = Producer(client_settings(client_config, {
             **PRODUCER_PARTITIONER_CONF,
             "transactional.id": transactional_id,
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             "linger.ms": 0,
-            "log_level": 4,
-        })
-        self.producer.init_transactions(TIMEOUT_S)
+        }))
+        try:
+            self.producer.init_transactions(TIMEOUT_S)
+        except KafkaException as exc:
+            if exc.args[0].code() in AUTHORIZATION_FAILURES:
+                raise NotAuthorized(f"transactional id {transactional_id} (WRITE)", exc.args[0]) from exc
+            raise
 
     def write(
         self,
@@ -50,13 +56,20 @@ class AttemptWriter:
         """Write `events` (and commit `offsets` for the group) atomically, or raise NotRecorded.
 
         Fatal errors (this producer was fenced by a newer worker with the same transactional id)
-        propagate as KafkaException: the worker must stop.
+        propagate as KafkaException, and a refused write to the topic as NotAuthorized: the worker
+        must stop, as writing again would only be refused again.
         """
+        refused: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, message: Message) -> None:
+            if error is not None and error.code() in AUTHORIZATION_FAILURES:
+                refused.append(error)
+
         self.producer.begin_transaction()
         try:
             for event in events:
                 self.producer.produce(self.topic, self.codec.encode("AttemptEvent", event),
-                                      key=event["schedule_id"].encode())
+                                      key=event["schedule_id"].encode(), on_delivery=delivered)
             if offsets:
                 self.producer.send_offsets_to_transaction(list(offsets), group_metadata, TIMEOUT_S)
             self._commit()
@@ -66,6 +79,8 @@ class AttemptWriter:
                 raise
             log.warning("aborting attempt transaction: %s", error)
             self.producer.abort_transaction(TIMEOUT_S)
+            if refused:
+                raise NotAuthorized(f"topic {self.topic} (WRITE)", refused[0]) from exc
             raise NotRecorded(str(error)) from exc
 
     def _commit(self) -> None:

@@ -1,5 +1,6 @@
-"""Per-tenant ACLs on the local broker with SASL/SCRAM, checked with real SASL clients: a worker
-user of tenant A gets what `scheduler.acls.worker_acls` grants and nothing of tenant B's.
+"""Per-tenant ACLs on the local broker with SASL/SCRAM, checked with real SASL clients and real
+workers: a worker user of tenant A gets what `scheduler.acls.worker_acls` grants and nothing of
+tenant B's, and a worker refused something fails at once, naming it.
 
 The broker is this module's own (the session broker has no authorizer); tenant B's worker is
 granted too (through the CLI), so A is refused although ACLs exist on B's topics."""
@@ -9,27 +10,46 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
 
-from scheduler.acls import grant_worker, scram_client_config
+from scheduler.acls import SCRAM_ITERATIONS, grant_worker, scram_client_config, worker_acls
 from scheduler.admin import ensure_tenant_topics, ensure_topics
 from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
+from scheduler.codec import Codec
+from scheduler.kafka_clients import NotAuthorized
 from scheduler.topology import Topology
+from scheduler.worker import AttemptContext, Occurrence, Worker
 from scheduler.worker.worker import default_group_id, transactional_id_prefix
+
+from worker_harness import WorkerProcess, enqueue, handled, occurrence
 
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT_A, TENANT_B = "acme", "globex"
 TIMEOUT_S = 20.0
+# `scheduler worker` as tenant A's worker user (granted "secret-a" by the fixture).
+WORKER_A_SASL_ARGS = ("--sasl-user", "worker-a", "--sasl-password-env", "WORKER_A_PASSWORD")
+WORKER_A_PASSWORD_ENV = {"WORKER_A_PASSWORD": "secret-a"}
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,58 @@ def first_message(conf: dict[str, str], group: str, topic: str) -> tuple[bytes |
     finally:
         consumer.close()
     raise AssertionError(f"neither a record nor an error from {topic} within {TIMEOUT_S}s")
+
+
+def attempt_events(cluster: Cluster, schedule_id: str, count: int) -> list[dict[str, Any]]:
+    """The first `count` committed attempt events of `schedule_id`, read as the (PLAINTEXT) super user."""
+    topic = cluster.topic("attempts")
+    consumer = Consumer({"bootstrap.servers": cluster.broker.bootstrap, "group.id": f"reader-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(cluster.topology.schedule_partitions)])
+    events: list[dict[str, Any]] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while len(events) < count and time.monotonic() < deadline:
+            # Other tests write raw bytes to the topic: only this schedule's records are events.
+            events.extend(Codec.default().decode("AttemptEvent", m.value()) for m in consumer.consume(100, 0.5)
+                          if m.error() is None and m.key() == schedule_id.encode())
+    finally:
+        consumer.close()
+    return sorted(events, key=lambda event: event["at_ms"])
+
+
+def run_until_refused(worker: Worker) -> NotAuthorized:
+    """What `worker.run()` raised; a worker still running after TIMEOUT_S is waiting silently."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as error:  # handed to the test thread
+            raised.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(TIMEOUT_S)
+    if thread.is_alive():
+        worker.stop()
+        thread.join(TIMEOUT_S)
+        raise AssertionError(f"the worker neither failed nor stopped within {TIMEOUT_S}s")
+    assert len(raised) == 1 and isinstance(raised[0], NotAuthorized), raised
+    return raised[0]
+
+
+def partial_worker_user(cluster: Cluster, user: str, refused: str) -> dict[str, str]:
+    """A user granted what a worker of A needs but the ACLs on resource `refused`."""
+    admin = AdminClient({"bootstrap.servers": cluster.broker.bootstrap})
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS),
+                                          b"secret")
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result()
+    bindings = [b for b in worker_acls(cluster.topology, cluster.prefix, TENANT_A, user) if b.name != refused]
+    for future in admin.create_acls(bindings).values():
+        future.result()
+    return scram_client_config(cluster.broker.sasl_bootstrap, user, "secret")
 
 
 def test_worker_reads_its_tenants_occurrences(cluster: Cluster) -> None:
@@ -168,6 +240,85 @@ def test_wrong_password_fails_authentication(cluster: Cluster) -> None:
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION
     with pytest.raises(KafkaException):
         admin.list_topics(timeout=2)
+
+
+def test_a_worker_with_its_tenants_credentials_runs_occurrences_and_records_attempts(cluster: Cluster) -> None:
+    occ = occurrence("sasl-group", TENANT_A)
+    enqueue(cluster.broker.bootstrap, cluster.prefix, [occ])
+    ran: list[str] = []
+
+    def handle(occurrence: Occurrence, ctx: AttemptContext) -> None:
+        ran.append(occurrence.occurrence_id)
+
+    worker = Worker(cluster.broker.sasl_bootstrap, cluster.prefix, TENANT_A, handle, client_config=cluster.worker_a)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        events = attempt_events(cluster, "sasl-group", count=2)
+    finally:
+        worker.stop()
+        thread.join(TIMEOUT_S)
+
+    assert not thread.is_alive()
+    assert ran.count(occ["occurrence_id"]) == 1
+    assert [(e["kind"], e["occurrence_id"], e["tenant"]) for e in events] == [
+        ("STARTED", occ["occurrence_id"], TENANT_A), ("SUCCEEDED", occ["occurrence_id"], TENANT_A)]
+    assert events[0]["attempt_token"] == events[1]["attempt_token"]
+
+
+def test_a_share_mode_worker_process_authenticates_with_sasl_options(cluster: Cluster, tmp_path: Path) -> None:
+    occ = occurrence("sasl-share", TENANT_A)
+    enqueue(cluster.broker.bootstrap, cluster.prefix, [occ])
+    worker = WorkerProcess(cluster.broker.sasl_bootstrap, cluster.prefix, TENANT_A, "worker_handlers:record", tmp_path,
+                           extra_args=("--share", *WORKER_A_SASL_ARGS), env=WORKER_A_PASSWORD_ENV).start()
+    try:
+        events = attempt_events(cluster, "sasl-share", count=2)
+        assert worker.terminate() == 0, worker.log_tail()
+    finally:
+        worker.stop_quietly()
+
+    assert [e["kind"] for e in events] == ["STARTED", "SUCCEEDED"], worker.log_tail()
+    assert occ["occurrence_id"] in {h["occurrence_id"] for h in handled(tmp_path)}
+
+
+def test_a_worker_with_another_tenants_topics_fails_at_once_naming_the_topic(cluster: Cluster) -> None:
+    worker = Worker(cluster.broker.sasl_bootstrap, cluster.prefix, TENANT_B, lambda occurrence, ctx: None,
+                    client_config=cluster.worker_a)
+
+    refused = run_until_refused(worker)
+
+    assert refused.code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert cluster.topic("schedule-view", TENANT_B) in str(refused)
+
+
+@pytest.mark.parametrize("missing", ["occurrence topic", "group", "attempts topic"])
+def test_a_worker_missing_one_acl_fails_at_once_naming_it(cluster: Cluster, missing: str) -> None:
+    refused_name = {"occurrence topic": cluster.topic("occurrences", TENANT_A, "high"),
+                    "group": default_group_id(cluster.prefix, TENANT_A, share=False),
+                    "attempts topic": cluster.topic("attempts")}[missing]
+    conf = partial_worker_user(cluster, f"worker-a-no-{missing.replace(' ', '-')}", refused_name)
+    # An occurrence to attempt, so that the attempts topic is written to.
+    enqueue(cluster.broker.bootstrap, cluster.prefix, [occurrence(f"refused-{uuid.uuid4().hex[:6]}", TENANT_A)])
+    worker = Worker(cluster.broker.sasl_bootstrap, cluster.prefix, TENANT_A, lambda occurrence, ctx: None,
+                    client_config=conf)
+
+    refused = run_until_refused(worker)
+
+    assert refused_name in refused.resource
+
+
+def test_the_worker_command_refused_access_exits_1_with_the_reason(cluster: Cluster, tmp_path: Path) -> None:
+    worker = WorkerProcess(cluster.broker.sasl_bootstrap, cluster.prefix, TENANT_B, "worker_handlers:record", tmp_path,
+                           extra_args=WORKER_A_SASL_ARGS, env=WORKER_A_PASSWORD_ENV).start()
+    assert worker.proc is not None
+    try:
+        code = worker.proc.wait(TIMEOUT_S)
+    finally:
+        worker.stop_quietly()
+
+    assert code == 1, worker.log_tail()
+    assert f"not authorized for topic {cluster.topic('schedule-view', TENANT_B)}" in worker.log_tail()
+    assert "Traceback" not in worker.log_tail()
 
 
 def test_users_and_acls_survive_a_restart(cluster: Cluster) -> None:

@@ -1,0 +1,49 @@
+"""What the project's Kafka clients share: the caller's own client settings (SASL credentials, TLS)
+and the broker's authorization refusals.
+
+librdkafka reports most refusals (a topic or group the principal has no ACL for) as ordinary,
+non-fatal errors and keeps trying, so a client missing an ACL would wait forever; the clients
+raise `NotAuthorized`, naming what was refused, instead.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from confluent_kafka import KafkaError
+
+AUTHORIZATION_FAILURES = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+})
+
+
+class NotAuthorized(RuntimeError):
+    """The broker's ACLs refuse the client's principal something it needs; retrying cannot help."""
+
+    def __init__(self, resource: str, error: KafkaError) -> None:
+        super().__init__(f"not authorized for {resource} ({error.name()}: {error.str()}); the client's principal "
+                         "needs an ACL for it (docs/control-plane.md, `scheduler tenants grant-worker`)")
+        self.resource = resource
+        self.code = error.code()
+
+
+def connection(bootstrap: str, client_config: Mapping[str, str] | None) -> dict[str, str]:
+    """`bootstrap` plus the caller's settings; a different `bootstrap.servers` among them is a mistake,
+    not a choice between two clusters."""
+    conf = {"bootstrap.servers": bootstrap, **(client_config or {})}
+    if conf["bootstrap.servers"] != bootstrap:
+        raise ValueError(f"client settings name bootstrap.servers={conf['bootstrap.servers']!r}, "
+                         f"but the bootstrap address is {bootstrap!r}")
+    return conf
+
+
+def client_settings(client_config: Mapping[str, str], own: Mapping[str, object]) -> dict[str, object]:
+    """A client's `own` settings (what its guarantees rest on) over the caller's; a caller's setting
+    they would silently replace is refused. librdkafka's notice-level chatter stays out of the logs
+    unless the caller sets `log_level`."""
+    clash = sorted(client_config.keys() & own.keys())
+    if clash:
+        raise ValueError(f"client settings {clash} are set by the scheduler itself and cannot be given")
+    return {"log_level": 4, **client_config, **own}
