@@ -102,6 +102,20 @@ def ensure_tenant_topics(
     return _ensure(admin_client(bootstrap), topics, replication_factor, timeout)
 
 
+def delete_prefixed_topics(admin_conf_or_bootstrap: str | Mapping[str, str], prefix: str,
+                           timeout: float = DEFAULT_TIMEOUT_S) -> list[str]:
+    """Delete every topic of one deployment prefix (a test's or a benchmark's); returns their names.
+
+    A single broker holds a few thousand partitions per prefix with many tenants: left behind, runs
+    add up until it runs out of file descriptors or heap."""
+    admin = admin_client(admin_conf_or_bootstrap)
+    names = sorted(name for name in admin.list_topics(timeout=timeout).topics if name.startswith(f"{prefix}."))
+    if names:
+        for future in admin.delete_topics(names, operation_timeout=timeout).values():
+            future.result()
+    return names
+
+
 def _ensure(
     admin: AdminClient, topics: Sequence[RenderedTopic], replication_factor: int, timeout: float
 ) -> EnsureReport:

@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from scheduler.admin import delete_prefixed_topics
 from scheduler.broker.local import KAFKA_VERSION, LocalBroker, free_port, single_node_settings
 
 BROKER_FIXTURES = frozenset({"kafka_bootstrap", "local_broker"})
@@ -123,10 +124,7 @@ def unique_prefix(request: pytest.FixtureRequest) -> Iterator[str]:
 
 def delete_topics(bootstrap: str, prefix: str) -> None:
     """Best effort: a broker a test left stopped or unreachable keeps the topics."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     try:
-        names = [name for name in admin.list_topics(timeout=10).topics if name.startswith(f"{prefix}.")]
-        for future in admin.delete_topics(names, operation_timeout=30).values() if names else ():
-            future.result()
+        delete_prefixed_topics(bootstrap, prefix, timeout=10)
     except KafkaException as exc:
         warnings.warn(f"topics of {prefix} not deleted: {exc}")

@@ -27,7 +27,7 @@ KAFKA_VERSION = "4.2.0"
 MIN_JAVA_MAJOR = 17
 # Bounded heap: the machine is shared, and a test broker needs little.
 JVM_OPTS = (
-    "-Xmx1g",
+    "-Xmx2g",
     "-Xms256m",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",

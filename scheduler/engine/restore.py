@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from scheduler.engine import timeline_keys
 from scheduler.engine.partition_store import PartitionStore
@@ -76,8 +76,7 @@ def _replay(store: PartitionStore, name: str, topic: str, partition: int, consum
             "isolation.level": "read_committed", "enable.partition.eof": True}
     consumer = Consumer(conf)
     try:
-        tp = TopicPartition(topic, partition, start)
-        low, high = consumer.get_watermark_offsets(tp, timeout=10)
+        low, high = _watermarks(consumer, TopicPartition(topic, partition, start), timeout_s)
         if start < low:
             start = low
         if start >= high:
@@ -111,3 +110,24 @@ def _replay(store: PartitionStore, name: str, topic: str, partition: int, consum
         return applied
     finally:
         consumer.close()
+
+
+_TRANSIENT = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
+                        KafkaError._TRANSPORT})
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """Retried while the error is transient: right after topic creation or a broker restart the
+    partition may not have a leader yet (NOT_LEADER_FOR_PARTITION), which is no reason to die."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=10)
+        except KafkaException as exc:
+            error = exc.args[0]
+            transient = error.retriable() or error.code() in _TRANSIENT
+            if not transient or time.monotonic() > deadline:
+                raise
+            log.info("watermarks of %s[%d] not available yet (%s); retrying", tp.topic, tp.partition, error)
+            time.sleep(0.5)
