@@ -24,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--catch-up-rate", type=float, default=100.0, help="per-tenant catch-up rate (occurrences/s)")
     run.add_argument("--metrics-port", type=int, default=0,
                      help="serve Prometheus metrics on this port at /metrics (0: disabled)")
-    run.add_argument("--dispatch-budget", type=int, default=5_000,
+    run.add_argument("--dispatch-budget", type=int, default=20_000,
                      help="occurrences sent per transaction at most (the rest follow in the next turns)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)

@@ -33,6 +33,8 @@ from scheduler.topology import Topology
 
 log = logging.getLogger(__name__)
 
+SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
+TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
 SCAN_FACTOR = 4  # due entries a partition's scan may pass over (held by max_concurrency) per entry offered
 
 
@@ -43,7 +45,10 @@ class EngineConfig:
     state_dir: Path
     instance_id: str
     horizon_ms: int = 120_000
-    dispatch_budget: int = 5_000  # occurrences a turn sends: small transactions commit well inside the timeout
+    # Occurrences a turn sends. A transaction's cost grows with the partitions it touches more than with
+    # its records (808 partitions: ~0.45 s for 5,000 or 20,000 records; 8: 0.05 s), and a top-of-the-hour
+    # burst interleaves every tenant's topics; 20,000 still commits far inside the transaction timeout.
+    dispatch_budget: int = 20_000
     catch_up_budget: int = 1_000
     materialize_budget: int = 2_000
     trigger_rate_per_s: float = 1_000_000.0
@@ -110,7 +115,7 @@ class SchedulerProcess:
             "session.timeout.ms": 6_000,
             "heartbeat.interval.ms": 1_000,
         })
-        self.producer = Producer({
+        self._producer_conf = {
             **common,
             **PRODUCER_PARTITIONER_CONF,
             "transactional.id": f"{prefix}.scheduler.{config.instance_id}",
@@ -119,7 +124,8 @@ class SchedulerProcess:
             "batch.num.messages": 10_000,
             "queue.buffering.max.messages": 1_000_000,
             "compression.type": "lz4",
-        })
+        }
+        self.producer = Producer(self._producer_conf)
 
     def stop(self) -> None:
         self._stop.set()
@@ -220,6 +226,7 @@ class SchedulerProcess:
             return
         first_offsets: dict[tuple[str, int], int] = {}
         next_offsets: dict[tuple[str, int], int] = {}
+        phases = [time.perf_counter()]
         self.producer.begin_transaction()
         try:
             for msg in inputs:
@@ -230,15 +237,19 @@ class SchedulerProcess:
                 first_offsets.setdefault(source, msg.offset())
                 next_offsets[source] = msg.offset() + 1
                 getattr(task, self._handlers[msg.topic()])(msg.key(), msg.value(), msg.offset(), now_ms)
+            phases.append(time.perf_counter())
             for task in self.tasks.values():
                 task.slots.expire(task.txn, now_ms)
             backlog = self._dispatch(now_ms)
+            phases.append(time.perf_counter())
             # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
             budget = self.config.materialize_budget // (10 if backlog else 1)
             for task in self.tasks.values():
                 task.settle_running_slots(now_ms)
                 task.materialize_due(now_ms, budget)
+            phases.append(time.perf_counter())
             changelog_offsets = self._produce_outputs()
+            phases.append(time.perf_counter())
             if next_offsets:
                 self.producer.send_offsets_to_transaction(
                     [TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
@@ -251,7 +262,7 @@ class SchedulerProcess:
             if not error.txn_requires_abort():
                 raise
             log.warning("aborting transaction: %s", error)
-            self.producer.abort_transaction()
+            self._abort()
             self.metrics.aborted()
             for task in self.tasks.values():
                 task.reset()
@@ -268,7 +279,25 @@ class SchedulerProcess:
         self.metrics.committed(int(self.clock() * 1000), commit_seconds, events, dead, concurrency_held)
         for partition, task in self.tasks.items():
             task.committed(changelog_offsets.get(partition, {}))
+        phases.append(time.perf_counter())
+        if phases[-1] - phases[0] > SLOW_TURN_S:
+            spent = ", ".join(f"{name} {b - a:.2f}s" for name, a, b in zip(TURN_PHASES, phases, phases[1:]))
+            log.info("slow turn (%d inputs): %s", len(inputs), spent)
         self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
+
+    def _abort(self) -> None:
+        """Abort the turn's transaction. When the abort itself fails fatally (seen after messages timed
+        out under a broker stall: INVALID_TXN_STATE), the producer is replaced: a new one with the same
+        transactional id fences the old epoch and aborts what it left open, and the turn is redone."""
+        try:
+            self.producer.abort_transaction()
+        except KafkaException as exc:
+            if not exc.args[0].fatal():
+                raise
+            log.warning("abort failed fatally (%s); starting a new transactional producer", exc.args[0])
+            self.producer.purge()
+            self.producer = Producer(self._producer_conf)
+            self.producer.init_transactions(30)
 
     def _commit(self, attempts: int = 3) -> None:
         for attempt in range(attempts):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, wait_for_split
+from scheduler.broker.local import free_port
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.tenants import TenantRegistry
 from test_engine_attempts import FakeWorker, soon
+from test_engine_metrics import scrape
 
 QUOTA = 3
 
@@ -16,8 +18,10 @@ def test_running_occurrences_stay_within_max_concurrency_across_processes(kafka_
                                                                           tmp_path):
     ensure_layout(kafka_bootstrap, unique_prefix, ["capped", "free"])
     TenantRegistry(kafka_bootstrap, unique_prefix).register("capped", max_concurrency=QUOTA)
+    ports = {name: free_port() for name in ("a", "b")}
     processes = [SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / f"state-{name}", name,
-                                  ("--horizon", "3")).start() for name in ("a", "b")]
+                                  ("--horizon", "3", "--metrics-port", str(port))).start()
+                 for name, port in ports.items()]
     client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60)
     reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, ["capped", "free"]), "Occurrence")
     worker = FakeWorker(kafka_bootstrap, unique_prefix)
@@ -49,6 +53,11 @@ def test_running_occurrences_stay_within_max_concurrency_across_processes(kafka_
         assert {r["schedule_id"] for r in delivered} == capped, "every held-back occurrence was sent in the end"
         assert len(delivered) == len(capped), "none twice"
         assert max(r["scheduled_for_ms"] for r in delivered) == min(r["scheduled_for_ms"] for r in delivered)
+        held = [scrape(port).get(("scheduler_tenant_concurrency_held_back_total", (("tenant", "capped"),)), 0)
+                for port in ports.values()]
+        assert sum(held) > 0, "the hold-backs are counted"
+        assert all(scrape(port).get(("scheduler_tenant_concurrency_held_back_total", (("tenant", "free"),))) is None
+                   for port in ports.values())
     finally:
         client.close()
         reader.close()
