@@ -7,9 +7,10 @@ raise `NotAuthorized`, naming what was refused, instead.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 AUTHORIZATION_FAILURES = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -27,6 +28,17 @@ class NotAuthorized(RuntimeError):
                          "needs an ACL for it (docs/control-plane.md, `scheduler tenants grant-worker`)")
         self.resource = resource
         self.code = error.code()
+
+
+@contextmanager
+def refused_as(resource: str) -> Iterator[None]:
+    """A KafkaException the broker's ACLs caused becomes NotAuthorized naming `resource`; others pass."""
+    try:
+        yield
+    except KafkaException as exc:
+        if exc.args[0].code() in AUTHORIZATION_FAILURES:
+            raise NotAuthorized(resource, exc.args[0]) from exc
+        raise
 
 
 def connection(bootstrap: str, client_config: Mapping[str, str] | None) -> dict[str, str]:

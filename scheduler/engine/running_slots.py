@@ -157,16 +157,18 @@ class RunningSlots:
         return self.quota_of(tenant) is not None
 
     def dispatched(self, txn: StoreTransaction, tenant: str, occurrence_id: str, expires_ms: int) -> None:
-        if self._expiry(txn, tenant, occurrence_id) is None:
+        previous = self._expiry(txn, tenant, occurrence_id)
+        if previous is None:
             count_key = _RUNNING_COUNT + tenant.encode()
             _set_count(txn, count_key, _count(txn, count_key) + 1)
-        self._set_expiry(txn, tenant, occurrence_id, expires_ms)
+        self._set_expiry(txn, tenant, occurrence_id, previous, expires_ms)
         self._touched.add(tenant)
 
     def refreshed(self, txn: StoreTransaction, tenant: str, occurrence_id: str, expires_ms: int) -> None:
         """A STARTED or HEARTBEAT attempt event: the occurrence is alive, its silence counts from now."""
-        if self._expiry(txn, tenant, occurrence_id) is not None:
-            self._set_expiry(txn, tenant, occurrence_id, expires_ms)
+        previous = self._expiry(txn, tenant, occurrence_id)
+        if previous is not None:
+            self._set_expiry(txn, tenant, occurrence_id, previous, expires_ms)
 
     def finished(self, txn: StoreTransaction, tenant: str, occurrence_id: str) -> None:
         expires_ms = self._expiry(txn, tenant, occurrence_id)
@@ -218,8 +220,8 @@ class RunningSlots:
         raw = txn.get(STORE, _running_key(tenant, occurrence_id))
         return _COUNT.unpack(raw)[0] if raw else None
 
-    def _set_expiry(self, txn: StoreTransaction, tenant: str, occurrence_id: str, expires_ms: int) -> None:
-        previous = self._expiry(txn, tenant, occurrence_id)
+    def _set_expiry(self, txn: StoreTransaction, tenant: str, occurrence_id: str, previous: int | None,
+                    expires_ms: int) -> None:
         if previous is not None:
             txn.delete(STORE, _expiry_key(previous, tenant, occurrence_id))
         txn.put(STORE, _running_key(tenant, occurrence_id), _COUNT.pack(expires_ms))

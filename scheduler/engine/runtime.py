@@ -9,9 +9,9 @@ local RocksDB is written only after the commit (quixstreams' order).
 from __future__ import annotations
 
 import logging
-from collections import Counter
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +25,11 @@ from scheduler.engine.fairness import RateLimits, interleave
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.task import SchedulerTask, TaskTopics
-from scheduler.views import TenantView
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
 from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.topology import Topology
+from scheduler.views import TenantView
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,10 @@ class EngineConfig:
     state_dir: Path
     instance_id: str
     horizon_ms: int = 120_000
-    # Occurrences a turn sends. A transaction's cost grows with the partitions it touches more than with
-    # its records (808 partitions: ~0.45 s for 5,000 or 20,000 records; 8: 0.05 s), and a top-of-the-hour
-    # burst interleaves every tenant's topics; 20,000 still commits far inside the transaction timeout.
+    # Occurrences a turn sends. A transaction's cost follows the partitions it touches more than its
+    # records (bench/txn_partitions.py: 808 partitions ~0.7 s for 5,000 or 20,000 records, 8 partitions
+    # 0.07-0.12 s), and a top-of-the-hour burst interleaves every tenant's topics; 20,000 still commits
+    # far inside the transaction timeout.
     dispatch_budget: int = 20_000
     catch_up_budget: int = 1_000
     materialize_budget: int = 2_000

@@ -218,7 +218,7 @@ class SchedulerTask:
                 "max_active_schedules": 0, "decided_at_ms": now_ms, "running_slots": slots}), receiver))
 
     def settle_running_slots(self, now_ms: int) -> None:
-        """After dispatch: expire silent occurrences, give idle slots back, ask for the ones that were missing."""
+        """After dispatch: give idle running slots back, ask for the ones that were missing."""
         for message in self.slots.settle(self.txn, now_ms):
             self.outbox.append((self.topics.admissions, message.tenant.encode(), self.codec.encode(
                 "AdmissionRequest", {"tenant": message.tenant, "schedule_id": "", "kind": message.kind,

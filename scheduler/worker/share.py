@@ -23,7 +23,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 from scheduler.admin import admin_client
 from scheduler.codec import DecodeError
-from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
+from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.writer import NotRecorded
 
@@ -45,12 +45,8 @@ def configure_share_group(client_config: Mapping[str, str], group_id: str) -> No
         for name, value in SHARE_GROUP_CONFIG.items()
     ])
     admin = admin_client(client_config)  # must outlive the request, or the future fails as destroyed
-    try:
+    with refused_as(f"share group {group_id} (ALTER_CONFIGS)"):
         admin.incremental_alter_configs([resource])[resource].result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() in AUTHORIZATION_FAILURES:
-            raise NotAuthorized(f"share group {group_id} (ALTER_CONFIGS)", exc.args[0]) from exc
-        raise
 
 
 def acknowledgement(outcome: dict[str, object]) -> int:

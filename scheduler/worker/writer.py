@@ -13,7 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from scheduler.codec import RecordCodec
-from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
+from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
 log = logging.getLogger(__name__)
@@ -40,12 +40,8 @@ class AttemptWriter:
             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
             "linger.ms": 0,
         }))
-        try:
+        with refused_as(f"transactional id {transactional_id} (WRITE)"):
             self.producer.init_transactions(TIMEOUT_S)
-        except KafkaException as exc:
-            if exc.args[0].code() in AUTHORIZATION_FAILURES:
-                raise NotAuthorized(f"transactional id {transactional_id} (WRITE)", exc.args[0]) from exc
-            raise
 
     def write(
         self,
