@@ -131,6 +131,13 @@ class EngineMetrics:
             "scheduler_tenant_concurrency_held_back",
             "Due occurrences held back for a later turn because the tenant had no free running slot",
             ["tenant"], registry=r)
+        self.staged_occurrences = PromCounter(
+            "scheduler_staged_occurrences",
+            "Strict occurrences of a burst produced ahead of their instant, by what became of the stage "
+            "(committed at the instant, or dropped: they then went the ordinary way)", ["outcome"], registry=r)
+        self.stage_commit_latency = Histogram(
+            "scheduler_stage_commit_seconds", "commit_transaction latency of a staged burst at its instant",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=r)
         self.restoring = Gauge("scheduler_partitions_restoring", "Partitions whose stores are being restored",
                                registry=r)
         self.restored_records = PromCounter("scheduler_restore_records", "Changelog records applied on restore",
@@ -182,6 +189,16 @@ class EngineMetrics:
             self.dead.labels(tenant).inc(n)
         for tenant, n in (concurrency_held or {}).items():
             self.concurrency_held_back.labels(tenant).inc(n)
+
+    def staged(self, due_ms: int, visible_ms: int, count: int, commit_seconds: float) -> None:
+        """A staged burst's commit made `count` strict occurrences visible at `visible_ms`."""
+        self.staged_occurrences.labels("committed").inc(count)
+        self.stage_commit_latency.observe(commit_seconds)
+        self.schedule_lag.observe_many((LANES[DISPATCH],), max(0, visible_ms - due_ms) / 1000, count)
+        self.dispatched.labels(LANES[DISPATCH]).inc(count)
+
+    def stage_dropped(self, count: int) -> None:
+        self.staged_occurrences.labels("dropped").inc(count)
 
     def aborted(self) -> None:
         self._turn = _Turn()

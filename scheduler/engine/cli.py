@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="serve Prometheus metrics on this port at /metrics (0: disabled)")
     run.add_argument("--dispatch-budget", type=int, default=20_000,
                      help="occurrences sent per transaction at most (the rest follow in the next turns)")
+    run.add_argument("--stage-min", type=int, default=40_000,
+                     help="strict occurrences due at one instant from which the burst is produced ahead in a "
+                          "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -46,6 +49,7 @@ def _run(args: argparse.Namespace) -> int:
         instance_id=args.instance_id,
         horizon_ms=int(args.horizon * 1000),
         dispatch_budget=args.dispatch_budget,
+        stage_min=args.stage_min,
         trigger_rate_per_s=args.trigger_rate,
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,

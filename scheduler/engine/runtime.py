@@ -21,9 +21,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from scheduler.admin import ensure_tenant_topics, ensure_topics
 from scheduler.codec import Codec
+from scheduler.engine import staging, timeline_keys
 from scheduler.engine.fairness import RateLimits, interleave
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
+from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask, TaskTopics
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
 from scheduler.metrics import EngineMetrics
@@ -61,6 +63,12 @@ class EngineConfig:
     transaction_timeout_ms: int = 30_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
+    # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
+    # in the process (0: never), are produced ahead in a transaction committed at the instant.
+    stage_min: int = 40_000
+    stage_chunk: int = 20_000          # staged per turn, so commands keep flowing while a stage fills
+    stage_max_lead_ms: int = 60_000
+    stage_rate_per_s: float = 30_000.0  # first guess of the staging rate; each stage measures it anew
 
 
 class SchedulerProcess:
@@ -127,6 +135,16 @@ class SchedulerProcess:
             "compression.type": "lz4",
         }
         self.producer = Producer(self._producer_conf)
+        self._stage_conf = {
+            **self._producer_conf,
+            "transactional.id": f"{prefix}.scheduler.{config.instance_id}.stage",
+            "transaction.timeout.ms": config.stage_max_lead_ms + config.transaction_timeout_ms,
+            "queue.buffering.max.messages": 2_000_000,
+        }
+        self._stager: Producer | None = None  # the second producer, for staged bursts
+        self._stage: Stage | None = None
+        self._stage_rate = config.stage_rate_per_s
+        self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
 
     def stop(self) -> None:
         self._stop.set()
@@ -138,6 +156,10 @@ class SchedulerProcess:
         self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec)
         self.known_tenants.update(self._existing_tenants())
         self.producer.init_transactions(30)
+        # At once, not at the first stage: initialising the stage producer's transactional id aborts a stage
+        # the previous incarnation left open, which would otherwise hold back readers until its timeout.
+        self._stager = Producer(self._stage_conf)
+        self._stager.init_transactions(30)
         self._handlers = {self.topics.commands: "on_command", self.topics.attempts: "on_attempt",
                           self.topics.admissions: "on_admission_request",
                           self.topics.admission_results: "on_admission_result"}
@@ -151,6 +173,7 @@ class SchedulerProcess:
 
     def _close(self) -> None:
         try:
+            self._drop_stage("the process is stopping")
             self.consumer.close()
             if self.tenants is not None:
                 self.tenants.close()
@@ -189,6 +212,8 @@ class SchedulerProcess:
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = sorted({tp.partition for tp in partitions})
+        if self._stage is not None and set(revoked) & self._stage.partitions.keys():
+            self._drop_stage(f"partitions {revoked} revoked")
         for partition in revoked:
             task = self.tasks.pop(partition, None)
             if task is not None:
@@ -223,6 +248,7 @@ class SchedulerProcess:
         messages = self.consumer.consume(self.config.input_batch, timeout=timeout)
         now_ms = int(self.clock() * 1000)
         inputs = [m for m in messages if not self._is_noise(m)]
+        self._stage_step(now_ms)
         if not inputs and not self._has_due_work(now_ms):
             return
         first_offsets: dict[tuple[str, int], int] = {}
@@ -325,6 +351,8 @@ class SchedulerProcess:
         by rate or running-slot limits) the idle poll, so waiting on a limit does not spin the loop."""
         if self._held_up:
             return self.config.idle_poll_ms / 1000.0
+        if self._stage is not None and not self._stage.complete:
+            return 0.0
         soonest = None
         for task in self.tasks.values():
             for lane in (DISPATCH, CATCH_UP):
@@ -407,6 +435,128 @@ class SchedulerProcess:
             task.outbox.append((entry.topic, entry.schedule_id.encode(), entry.occurrence, None))
             task.dispatched(key, entry, now_ms)
         return len(selection.chosen)
+
+    # -- staged bursts ------------------------------------------------------------
+
+    def _stage_step(self, now_ms: int) -> None:
+        """Between turns (no transaction open on the main producer): start, fill or commit the stage."""
+        stage = self._stage
+        if stage is None:
+            for task in self.tasks.values():
+                task.delete_staged(self.config.stage_chunk)
+            burst = self._next_burst(now_ms)
+            if burst is None:
+                return
+            stage = self._begin_stage(burst, now_ms)
+        if now_ms >= stage.due_ms:
+            self._commit_stage(now_ms)
+        elif not stage.complete:
+            self._fill_stage(stage)
+
+    def _next_burst(self, now_ms: int) -> int | None:
+        """The instant of a strict burst to stage now, if any. Every instant within the longest lead is
+        counted (not just the next one: a burst often comes after smaller instants of steady traffic),
+        again every COUNT_EVERY_MS."""
+        if self.config.stage_min <= 0 or not self.tasks:
+            return None
+        if self._burst_counts is None or now_ms - self._burst_counts[0] >= staging.COUNT_EVERY_MS:
+            start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
+            end = staging.instant_range(now_ms + self.config.stage_max_lead_ms)[1]
+            counts: Counter[bytes] = Counter()
+            for task in self.tasks.values():
+                counts.update(key[1:9] for key in task.store.keys_from("timeline", start, end))
+            self._burst_counts = (now_ms, {timeline_keys.due_ms_of(DISPATCH + due): n for due, n in counts.items()})
+        return staging.choose(self._burst_counts[1], now_ms, self.config.stage_min, self._stage_rate,
+                              self.config.stage_max_lead_ms)
+
+    def _begin_stage(self, due_ms: int, now_ms: int) -> Stage:
+        if self._stager is None:  # the last one failed fatally
+            self._stager = Producer(self._stage_conf)
+            self._stager.init_transactions(30)
+        self._stager.begin_transaction()
+        first, end = staging.instant_range(due_ms)
+        stage = self._stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms)
+        counted = self._burst_counts[1].get(due_ms, 0) if self._burst_counts else 0
+        log.info("staging the burst due at %d (%d entries, %.1f s ahead)", due_ms, counted, (due_ms - now_ms) / 1000)
+        return stage
+
+    def _fill_stage(self, stage: Stage) -> None:
+        assert self._stager is not None
+        produce = self._stager.produce
+        changelog = self.topics.changelogs["timeline"]
+        for partition, share in stage.shares(self.config.stage_chunk).items():
+            task = self.tasks[partition]
+
+            def accept(overlap_policy: str, tenant: str, task: SchedulerTask = task) -> bool:
+                if not staging.stageable(overlap_policy, task.slots.is_limited(tenant)):
+                    return False
+                if self.trigger_limits.bucket(tenant).take(1, stage.due_ms) == 0:
+                    return False
+                stage.tokens[tenant] += 1
+                return True
+
+            part = stage.partitions[partition]
+            before = len(part.sent)
+            for entry in task.stage(part, share, accept):
+                self._produce_staged(produce, entry.topic, entry.occurrence, entry.schedule_id.encode(),
+                                     timestamp=stage.due_ms)
+            for key, _ in part.sent[before:]:
+                self._produce_staged(produce, changelog, None, key, partition=partition)
+        self._stager.poll(0)
+        if stage.complete:
+            stage.completed_ms = int(self.clock() * 1000)
+            log.info("staged %d occurrences due at %d in %.1f s", stage.count, stage.due_ms,
+                     (stage.completed_ms - stage.started_ms) / 1000)
+
+    def _produce_staged(self, produce: Callable[..., None], topic: str, value: bytes | None, key: bytes,
+                        **kwargs: Any) -> None:
+        while True:
+            try:
+                produce(topic, value, key, **kwargs)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                assert self._stager is not None
+                self._stager.poll(0.05)
+
+    def _commit_stage(self, now_ms: int) -> None:
+        stage = self._stage
+        assert stage is not None and self._stager is not None
+        started = time.perf_counter()
+        try:
+            self._stager.commit_transaction(self.config.transaction_timeout_ms / 1000)
+        except KafkaException as exc:
+            self._drop_stage(f"its commit failed: {exc.args[0]}")
+            return
+        visible_ms = int(self.clock() * 1000)
+        for partition, part in stage.partitions.items():
+            self.tasks[partition].staged_sent(part)
+        rate = stage.rate_per_s()
+        if rate is not None:
+            self._stage_rate = rate
+        self._stage = None
+        self.metrics.staged(stage.due_ms, visible_ms, stage.count, time.perf_counter() - started)
+        log.info("committed the staged burst due at %d: %d occurrences visible %d ms after it", stage.due_ms,
+                 stage.count, visible_ms - stage.due_ms)
+
+    def _drop_stage(self, reason: str) -> None:
+        """Abort the stage: its occurrences are still in the timeline and go the ordinary way."""
+        stage, self._stage = self._stage, None
+        if stage is None or self._stager is None:
+            return
+        log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)
+        try:
+            self._stager.abort_transaction(30)
+        except KafkaException as exc:
+            log.warning("stage abort failed (%s); starting a new stage producer", exc.args[0])
+            self._stager.purge()
+            self._stager = None
+        for tenant, n in stage.tokens.items():
+            self.trigger_limits.bucket(tenant).tokens += n
+        for partition in stage.partitions:
+            task = self.tasks.get(partition)
+            if task is not None:
+                task.stage_dropped()
+        self.metrics.stage_dropped(stage.count)
 
     def _produce_outputs(self) -> dict[int, dict[str, int]]:
         """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint."""

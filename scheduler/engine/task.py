@@ -21,6 +21,7 @@ from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, re
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.specs import compile_spec
+from scheduler.engine.staging import StagedPartition
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, NO_DEADLINE, WAKE, LocalEntry
 from scheduler.timing.fires import fires_between
 from scheduler.timing.misfire import MisfireDecision, resolve_misfire
@@ -72,6 +73,10 @@ class SchedulerTask:
         self.slots = running_slots.RunningSlots(max_concurrency)
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
+        self._staged: StagedPartition | None = None  # this partition's part of the open stage, if any
+        self._staged_puts: set[bytes] = set()  # strict entries written into the staged instant since it began
+        self._sent_staged: dict[bytes, bytes] = {}  # committed by a stage, not yet deleted here: key -> entry
+        self._to_delete: list[tuple[bytes, bytes]] = []  # the same, in the order they are deleted
         self.reset()
 
     # -- transaction boundaries -------------------------------------------------
@@ -103,6 +108,11 @@ class SchedulerTask:
             lane = key[:1]
             if value is not None and lane in self._floor and key < self._floor[lane]:
                 self._floor[lane] = key
+            if value is not None and lane == DISPATCH:
+                staged = self._staged
+                if staged is not None and staged.start <= key < staged.end:
+                    self._staged_puts.add(key)
+                self._sent_staged.pop(key, None)  # written anew: live, whatever a stage sent under this key
         self.store.write(self.txn.changes, offsets)
         self.reset()
 
@@ -586,7 +596,10 @@ class SchedulerTask:
         """(key, packed entry) of `lane` due by `now_ms`, in due order, skipping those dropped in this transaction."""
         bound = timeline_keys.lane_bound(lane, now_ms)
         scanned = self._scanned.setdefault(lane, [])
+        sent = self._sent_staged
         for key, value in self.store.items_from("timeline", self._floor[lane], bound):
+            if key in sent:
+                continue  # already visible through a stage, deleted here in a later turn
             scanned.append(key)
             if self.txn.is_deleted("timeline", key):
                 continue
@@ -624,6 +637,56 @@ class SchedulerTask:
             mine = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
             self._save({**state, "running": [*state["running"], mine]})
 
+    # -- staged bursts (scheduler/engine/staging.py) ---------------------------------------
+
+    def stage(self, part: StagedPartition, share: int, accept: Callable[[str, str], bool]) -> list[LocalEntry]:
+        """Up to `share` more entries of a staged instant, those `accept(overlap, tenant)` lets through;
+        read from the committed store, which no turn changes while the runtime stages."""
+        if self._staged is None:
+            self._staged, self._staged_puts = part, set()
+        taken: list[LocalEntry] = []
+        for scanned, (key, raw) in enumerate(self.store.items_from("timeline", part.cursor, part.end)):
+            if scanned == share:
+                return taken
+            part.cursor = key + b"\x00"
+            _, overlap_policy, tenant = LocalEntry.head(raw)
+            if accept(overlap_policy, tenant):
+                part.sent.append((key, raw))
+                taken.append(LocalEntry.unpack(raw))
+            elif part.first_skipped is None:
+                part.first_skipped = key
+        part.done = True
+        return taken
+
+    def staged_sent(self, part: StagedPartition) -> None:
+        """The stage's commit made these entries visible. They are deleted here later, a chunk a turn
+        (`delete_staged`: at the instant the CPU is better spent on the readers and the broker); until then
+        scans skip them and start past them where nothing live lies in between."""
+        written = self._staged_puts if self._staged is part else set()
+        for key, raw in part.sent:
+            if key not in written:
+                self._sent_staged[key] = raw
+                self._to_delete.append((key, raw))
+        low = min([part.resume_floor(), *written])
+        if self._floor[DISPATCH] >= part.start:
+            self._floor[DISPATCH] = max(self._floor[DISPATCH], low)
+        self._staged, self._staged_puts = None, set()
+
+    def delete_staged(self, budget: int) -> bool:
+        """Delete up to `budget` entries a stage sent, each only if unchanged (an update's new version at
+        the same key stays); True while some are left."""
+        chunk, self._to_delete = self._to_delete[:budget], self._to_delete[budget:]
+        gone: dict[bytes, bytes | None] = {}
+        for key, raw in chunk:
+            if self._sent_staged.pop(key, None) is not None and self.store.get("timeline", key) == raw:
+                gone[key] = None
+        if gone:
+            self.store.write({"timeline": gone}, {})
+        return bool(self._to_delete)
+
+    def stage_dropped(self) -> None:
+        self._staged, self._staged_puts = None, set()
+
     def has_wake_due(self, now_ms: int) -> bool:
         for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):
             for _ in self.store.keys_from("timeline", lane, timeline_keys.lane_bound(lane, until_ms)):
@@ -638,6 +701,8 @@ class SchedulerTask:
 
     def next_due_ms(self, lane: bytes) -> int | None:
         for key in self.store.keys_from("timeline", self._floor[lane], timeline_keys.lane_end(lane)):
+            if key in self._sent_staged:
+                continue
             self._floor[lane] = key
             return timeline_keys.due_ms_of(key)
         return None

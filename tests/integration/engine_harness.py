@@ -102,16 +102,17 @@ class Received:
 
 @dataclass
 class TopicReader:
-    """A read_committed consumer over whole topics, from the beginning."""
+    """A consumer over whole topics, from the beginning (read_committed unless told otherwise)."""
 
     bootstrap: str
     topics: list[str]
     schema: str
+    isolation: str = "read_committed"
     received: list[Received] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"reader-{uuid.uuid4()}",
-                                  "enable.auto.commit": False, "isolation.level": "read_committed",
+                                  "enable.auto.commit": False, "isolation.level": self.isolation,
                                   "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
         assignment = []
         metadata = self.consumer.list_topics(timeout=10).topics

@@ -1,0 +1,172 @@
+"""Staged bursts: the pure decisions, and a task's part over a real RocksDB store (no Kafka)."""
+import pytest
+
+from scheduler.engine import staging
+from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
+from scheduler.engine.task import SchedulerTask, TaskTopics
+from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
+
+TOPICS = TaskTopics("c", "a", "ad", "ar", "r", "e", {"schedules": "s", "timeline": "t", "occurrences": "o",
+                                                     "admissions": "x"})
+T = 1_800_000_000_000
+
+
+def test_the_instant_range_holds_exactly_the_entries_due_then():
+    first, end = instant_range(T)
+    assert first <= occurrence_key(DISPATCH, T, "a", T) < end
+    assert first <= occurrence_key(DISPATCH, T, "zzz", T, rank=2**32 - 1) < end
+    assert occurrence_key(DISPATCH, T - 1, "zzz", T - 1, rank=2**32 - 1) < first
+    assert occurrence_key(DISPATCH, T + 1, "a", T + 1) >= end
+
+
+def test_the_lead_grows_with_the_burst_and_is_capped():
+    assert lead_ms(30_000, 30_000, 60_000) == 1500 + LEAD_SLACK_MS
+    assert lead_ms(300_000, 30_000, 60_000) == 15_000 + LEAD_SLACK_MS
+    assert lead_ms(10_000_000, 30_000, 60_000) == 60_000
+
+
+@pytest.mark.parametrize("until_due_ms, count, expected", [
+    (10_000, 39_999, False),      # below the minimum: ordinary dispatch is quick enough
+    (10_000, 100_000, False),     # 100,000 at 30,000/s: 3.3 s x 1.5 + 3 s slack = 8 s of lead: not yet
+    (8_000, 100_000, True),
+    (MARGIN_MS, 1_000_000, False),  # too close to make it: ordinary dispatch
+    (MARGIN_MS + 1, 40_000, True),
+    (61_000, 10_000_000, False),  # never beyond the longest lead
+    (60_000, 10_000_000, True),
+])
+def test_should_start(until_due_ms, count, expected):
+    assert should_start(T, count, T - until_due_ms, 40_000, 30_000, 60_000) is expected
+
+
+def test_only_plain_occurrences_are_staged():
+    assert staging.stageable("ALLOW", concurrency_limited=False)
+    assert not staging.stageable("ALLOW", concurrency_limited=True)
+    assert not staging.stageable("SKIP_IF_RUNNING", concurrency_limited=False)
+    assert not staging.stageable("QUEUE_ONE", concurrency_limited=False)
+
+
+def test_shares_split_the_budget_over_partitions_still_staging_and_the_rate_is_measured():
+    first, end = instant_range(T)
+    stage = Stage(T, {n: StagedPartition(first, end) for n in range(4)}, started_ms=T - 10_000)
+    stage.partitions[1].done = True
+    assert stage.shares(20_000) == {0: 6667, 2: 6667, 3: 6667}
+    assert stage.rate_per_s() is None
+    stage.partitions[0].sent = [(b"k%d" % n, b"v") for n in range(3000)]
+    stage.completed_ms = T - 8_500
+    assert stage.rate_per_s() == pytest.approx(2000)
+
+
+def entry(tenant: str, schedule_id: str, overlap: str = "ALLOW") -> bytes:
+    return LocalEntry(tenant, schedule_id, f"occ.{tenant}", f"oid-{schedule_id}", b"body", overlap=overlap).pack()
+
+
+def make_task(tmp_path, entries: dict[bytes, bytes]) -> SchedulerTask:
+    store = PartitionStore(tmp_path / "p0")
+    store.write({"timeline": entries}, {})
+    return SchedulerTask(0, store, TOPICS, codec=None, tenant_topic=None, horizon_ms=0, ensure_tenant=None,
+                         retry_allowed=None, max_active_schedules=None, max_concurrency=lambda tenant: None,
+                         partitions=1)
+
+
+def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dispatch(tmp_path):
+    at_t = {occurrence_key(DISPATCH, T, f"s{n:03d}", T): entry("acme", f"s{n:03d}") for n in range(10)}
+    guarded = occurrence_key(DISPATCH, T, "s005x", T)
+    at_t[guarded] = entry("acme", "s005x", overlap="QUEUE_ONE")
+    before = occurrence_key(DISPATCH, T - 1000, "early", T - 1000)
+    after = occurrence_key(DISPATCH, T + 1, "later", T + 1)
+    task = make_task(tmp_path, {**at_t, before: entry("acme", "early"), after: entry("acme", "later")})
+    assert task.next_due_ms(DISPATCH) == T - 1000
+    part = StagedPartition(*instant_range(T))
+    accept = lambda overlap, tenant: staging.stageable(overlap, False)  # noqa: E731
+    first = task.stage(part, 4, accept)
+    assert [e.schedule_id for e in first] == ["s000", "s001", "s002", "s003"] and not part.done
+    rest = task.stage(part, 100, accept)
+    assert part.done
+    assert sorted(e.schedule_id for e in first + rest) == [f"s{n:03d}" for n in range(10)]
+    assert part.first_skipped == guarded
+
+    # The early entry is dispatched the ordinary way meanwhile; then the stage commits at T.
+    task.dispatched(before, LocalEntry.unpack(task.store.get("timeline", before)), T - 1000)
+    task.committed({})
+    task.staged_sent(part)
+    left = [key for key, _ in task.due(DISPATCH, T + 5)]
+    assert left == [guarded, after], "staged entries are gone, the guarded one and later ones are not"
+    task.store.close()
+
+
+def test_an_entry_rewritten_while_staged_survives_the_stage_commit(tmp_path):
+    keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(3)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
+    part = StagedPartition(*instant_range(T))
+    task.stage(part, 100, lambda overlap, tenant: True)
+    assert part.done and len(part.sent) == 3
+    # An update's new version lands on the same key after it was staged; a new entry lands in the instant too.
+    newer = entry("acme", "s1-v2")
+    task.txn.put("timeline", keys[1], newer)
+    task.timeline_changelog[keys[1]] = b""
+    added = occurrence_key(DISPATCH, T, "s0a", T)
+    task.txn.put("timeline", added, entry("acme", "s0a"))
+    task.timeline_changelog[added] = b""
+    task.committed({})
+    task.staged_sent(part)
+    assert [key for key, _ in task.due(DISPATCH, T)] == [added, keys[1]], "nothing written since is skipped"
+    assert task.store.get("timeline", keys[0]) is not None, "deleted locally later, a chunk a turn"
+    assert task.delete_staged(1) is True
+    assert task.delete_staged(10) is False
+    assert task.store.get("timeline", keys[0]) is None and task.store.get("timeline", keys[2]) is None
+    assert task.store.get("timeline", keys[1]) == newer
+    assert [key for key, _ in task.due(DISPATCH, T)] == [added, keys[1]]
+    task.store.close()
+
+
+def test_an_entry_rewritten_after_the_stage_commit_survives_its_local_delete(tmp_path):
+    keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(3)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
+    part = StagedPartition(*instant_range(T))
+    task.stage(part, 100, lambda overlap, tenant: True)
+    task.staged_sent(part)
+    assert task.next_due_ms(DISPATCH) is None
+    rerun = entry("acme", "s2-rerun")
+    task.txn.put("timeline", keys[2], rerun)
+    task.timeline_changelog[keys[2]] = b""
+    task.committed({})
+    assert task.next_due_ms(DISPATCH) == T
+    task.delete_staged(100)
+    assert [(key, raw) for key, raw in task.due(DISPATCH, T)] == [(keys[2], rerun)]
+    task.store.close()
+
+
+def test_after_a_stage_commit_the_scan_starts_past_its_tombstones(tmp_path):
+    keys = [occurrence_key(DISPATCH, T, f"s{n:04d}", T) for n in range(500)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
+    assert task.next_due_ms(DISPATCH) == T
+    part = StagedPartition(*instant_range(T))
+    task.stage(part, 1000, lambda overlap, tenant: True)
+    task.staged_sent(part)
+    assert task._floor[DISPATCH] == keys[-1] + b"\x00"
+    assert task.next_due_ms(DISPATCH) is None
+    while task.delete_staged(100):
+        pass
+    assert list(task.store.keys_from("timeline", *instant_range(T))) == []
+    task.store.close()
+
+
+def test_a_dropped_stage_leaves_every_entry_in_the_timeline(tmp_path):
+    keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(5)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
+    part = StagedPartition(*instant_range(T))
+    task.stage(part, 100, lambda overlap, tenant: True)
+    task.stage_dropped()
+    assert [key for key, _ in task.due(DISPATCH, T)] == keys
+    task.store.close()
+
+
+def test_the_burst_chosen_is_the_earliest_ready_one_not_merely_the_next_instant():
+    now = T - 20_000
+    steady = {T - 20_000 + n * 1000: 40 for n in range(1, 60)}  # steady traffic every second
+    assert staging.choose(steady, now, 40_000, 30_000, 60_000) is None
+    burst = {**steady, T: 500_000}  # lead 25 s + 3 s: ready 20 s ahead
+    assert staging.choose(burst, now, 40_000, 30_000, 60_000) == T
+    assert staging.choose({**burst, T + 1000: 500_000}, now, 40_000, 30_000, 60_000) == T
+    assert staging.choose({T + 30_000: 500_000}, now, 40_000, 30_000, 60_000) is None, "not yet within its lead"
