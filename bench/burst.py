@@ -472,6 +472,7 @@ def run(config: BurstConfig) -> BurstResult:
         if profiler is not None:
             profiler.wait(600)
 
+        stage = staged_burst(engine.log_path.read_text(errors="replace"), due_ms)  # before a restart for state
         state = None
         if config.measure_state:
             print("state: measuring bytes, then restoring from the changelog ...", file=sys.stderr)
@@ -480,7 +481,7 @@ def run(config: BurstConfig) -> BurstResult:
             state["create_rate"] = idle_rate or config.count / load_s
         arrivals, per_topic = decode_arrivals(arrivals_path, topics)
         summary: dict[str, Any] = {"idle": config.idle, "idle_create_rate": idle_rate, "state": state,
-                                   "stage": staged_burst(engine.log_path.read_text(errors="replace"), due_ms)}
+                                   "stage": stage}
         report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, arrivals,
                          per_topic, ceiling_result, interleaved_ceiling, workdir / "profile.txt" if config.profile else None,
                          engine_args, engine_metrics, summary)

@@ -69,6 +69,22 @@ def make_task(tmp_path, entries: dict[bytes, bytes]) -> SchedulerTask:
                          partitions=1)
 
 
+def staged_task(tmp_path, n: int) -> tuple[SchedulerTask, StagedPartition, list[bytes]]:
+    """A task with `n` plain entries due at T, all staged."""
+    keys = [occurrence_key(DISPATCH, T, f"s{i:04d}", T) for i in range(n)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
+    assert task.next_due_ms(DISPATCH) == T  # as every turn asks: the scan's floor moves to the first entry
+    part = StagedPartition(*instant_range(T))
+    task.stage(part, n + 1, lambda overlap, tenant: True)
+    return task, part, keys
+
+
+def put(task: SchedulerTask, key: bytes, raw: bytes) -> None:
+    """A turn writes a timeline entry (as materialization or an update does)."""
+    task.txn.put("timeline", key, raw)
+    task.timeline_changelog[key] = b""
+
+
 def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dispatch(tmp_path):
     at_t = {occurrence_key(DISPATCH, T, f"s{n:03d}", T): entry("acme", f"s{n:03d}") for n in range(10)}
     guarded = occurrence_key(DISPATCH, T, "s005x", T)
@@ -96,18 +112,13 @@ def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dis
 
 
 def test_an_entry_rewritten_while_staged_survives_the_stage_commit(tmp_path):
-    keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(3)]
-    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
-    part = StagedPartition(*instant_range(T))
-    task.stage(part, 100, lambda overlap, tenant: True)
+    task, part, keys = staged_task(tmp_path, 3)
     assert part.done and len(part.sent) == 3
     # An update's new version lands on the same key after it was staged; a new entry lands in the instant too.
     newer = entry("acme", "s1-v2")
-    task.txn.put("timeline", keys[1], newer)
-    task.timeline_changelog[keys[1]] = b""
-    added = occurrence_key(DISPATCH, T, "s0a", T)
-    task.txn.put("timeline", added, entry("acme", "s0a"))
-    task.timeline_changelog[added] = b""
+    put(task, keys[1], newer)
+    added = occurrence_key(DISPATCH, T, "s0000a", T)
+    put(task, added, entry("acme", "s0000a"))
     task.committed({})
     task.staged_sent(part)
     assert [key for key, _ in task.due(DISPATCH, T)] == [added, keys[1]], "nothing written since is skipped"
@@ -121,15 +132,11 @@ def test_an_entry_rewritten_while_staged_survives_the_stage_commit(tmp_path):
 
 
 def test_an_entry_rewritten_after_the_stage_commit_survives_its_local_delete(tmp_path):
-    keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(3)]
-    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
-    part = StagedPartition(*instant_range(T))
-    task.stage(part, 100, lambda overlap, tenant: True)
+    task, part, keys = staged_task(tmp_path, 3)
     task.staged_sent(part)
     assert task.next_due_ms(DISPATCH) is None
     rerun = entry("acme", "s2-rerun")
-    task.txn.put("timeline", keys[2], rerun)
-    task.timeline_changelog[keys[2]] = b""
+    put(task, keys[2], rerun)
     task.committed({})
     assert task.next_due_ms(DISPATCH) == T
     task.delete_staged(100)
@@ -138,11 +145,7 @@ def test_an_entry_rewritten_after_the_stage_commit_survives_its_local_delete(tmp
 
 
 def test_after_a_stage_commit_the_scan_starts_past_its_tombstones(tmp_path):
-    keys = [occurrence_key(DISPATCH, T, f"s{n:04d}", T) for n in range(500)]
-    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
-    assert task.next_due_ms(DISPATCH) == T
-    part = StagedPartition(*instant_range(T))
-    task.stage(part, 1000, lambda overlap, tenant: True)
+    task, part, keys = staged_task(tmp_path, 500)
     task.staged_sent(part)
     assert task._floor[DISPATCH] == keys[-1] + b"\x00"
     assert task.next_due_ms(DISPATCH) is None
@@ -153,10 +156,7 @@ def test_after_a_stage_commit_the_scan_starts_past_its_tombstones(tmp_path):
 
 
 def test_a_dropped_stage_leaves_every_entry_in_the_timeline(tmp_path):
-    keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(5)]
-    task = make_task(tmp_path, {key: entry("acme", f"s{n}") for n, key in enumerate(keys)})
-    part = StagedPartition(*instant_range(T))
-    task.stage(part, 100, lambda overlap, tenant: True)
+    task, part, keys = staged_task(tmp_path, 5)
     task.stage_dropped()
     assert [key for key, _ in task.due(DISPATCH, T)] == keys
     task.store.close()
