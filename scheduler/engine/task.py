@@ -74,7 +74,7 @@ class SchedulerTask:
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
         self._staged: StagedPartition | None = None  # this partition's part of the open stage, if any
-        self._staged_puts: set[bytes] = set()  # strict entries written into the staged instant since it began
+        self._staged_puts: dict[bytes, bytes] = {}  # strict entries written into the staged instant since it began
         self._sent_staged: dict[bytes, bytes] = {}  # committed by a stage, not yet deleted here: key -> entry
         self._to_delete: list[tuple[bytes, bytes]] = []  # the same, in the order they are deleted
         self.reset()
@@ -111,7 +111,7 @@ class SchedulerTask:
             if value is not None and lane == DISPATCH:
                 staged = self._staged
                 if staged is not None and staged.start <= key < staged.end:
-                    self._staged_puts.add(key)
+                    self._staged_puts[key] = value
                 self._sent_staged.pop(key, None)  # written anew: live, whatever a stage sent under this key
         self.store.write(self.txn.changes, offsets)
         self.reset()
@@ -643,7 +643,7 @@ class SchedulerTask:
         """Up to `share` more entries of a staged instant, those `accept(overlap, tenant)` lets through;
         read from the committed store, which no turn changes while the runtime stages."""
         if self._staged is None:
-            self._staged, self._staged_puts = part, set()
+            self._staged, self._staged_puts = part, {}
         taken: list[LocalEntry] = []
         for scanned, (key, raw) in enumerate(self.store.items_from("timeline", part.cursor, part.end)):
             if scanned == share:
@@ -662,15 +662,15 @@ class SchedulerTask:
         """The stage's commit made these entries visible. They are deleted here later, a chunk a turn
         (`delete_staged`: at the instant the CPU is better spent on the readers and the broker); until then
         scans skip them and start past them where nothing live lies in between."""
-        written = self._staged_puts if self._staged is part else set()
+        written = self._staged_puts if self._staged is part else {}
         for key, raw in part.sent:
-            if key not in written:
+            if written.get(key, raw) == raw:  # unchanged since staged, or written before the stage read it
                 self._sent_staged[key] = raw
                 self._to_delete.append((key, raw))
         low = min([part.resume_floor(), *written])
         if self._floor[DISPATCH] >= part.start:
             self._floor[DISPATCH] = max(self._floor[DISPATCH], low)
-        self._staged, self._staged_puts = None, set()
+        self._staged, self._staged_puts = None, {}
 
     def delete_staged(self, budget: int) -> bool:
         """Delete up to `budget` entries a stage sent, each only if unchanged (an update's new version at
@@ -685,7 +685,7 @@ class SchedulerTask:
         return bool(self._to_delete)
 
     def stage_dropped(self) -> None:
-        self._staged, self._staged_puts = None, set()
+        self._staged, self._staged_puts = None, {}
 
     def has_wake_due(self, now_ms: int) -> bool:
         for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):

@@ -170,3 +170,19 @@ def test_the_burst_chosen_is_the_earliest_ready_one_not_merely_the_next_instant(
     assert staging.choose(burst, now, 40_000, 30_000, 60_000) == T
     assert staging.choose({**burst, T + 1000: 500_000}, now, 40_000, 30_000, 60_000) == T
     assert staging.choose({T + 30_000: 500_000}, now, 40_000, 30_000, 60_000) is None, "not yet within its lead"
+
+
+def test_an_entry_rewritten_before_the_stage_reached_it_is_sent_once(tmp_path):
+    keys = [occurrence_key(DISPATCH, T, f"s{i:04d}", T) for i in range(3)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
+    assert task.next_due_ms(DISPATCH) == T
+    part = StagedPartition(*instant_range(T))
+    assert len(task.stage(part, 1, lambda overlap, tenant: True)) == 1
+    newer = entry("acme", "s2-v2")
+    put(task, keys[2], newer)  # a turn between two staging chunks
+    task.committed({})
+    rest = task.stage(part, 10, lambda overlap, tenant: True)
+    assert [e.schedule_id for e in rest] == ["s1", "s2-v2"], "the stage read the new version"
+    task.staged_sent(part)
+    assert list(task.due(DISPATCH, T)) == [], "the new version went with the stage, not again"
+    task.store.close()
