@@ -38,7 +38,7 @@ from scheduler.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.codec import Codec
-from scheduler.engine.runtime import EngineConfig
+from scheduler.engine.runtime import PRODUCER_BATCHING, EngineConfig
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id
@@ -159,9 +159,8 @@ def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], du
                else [r for tenant_records in per_tenant for r in tenant_records])
     producer = Producer({
         "bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF,
-        "transactional.id": f"{prefix}.ceiling.{uuid.uuid4().hex[:8]}", "transaction.timeout.ms": EngineConfig.transaction_timeout_ms,
-        "linger.ms": 5, "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
-        "compression.type": "lz4", "log_level": 3,
+        "transactional.id": f"{prefix}.ceiling.{uuid.uuid4().hex[:8]}",
+        "transaction.timeout.ms": EngineConfig.transaction_timeout_ms, **PRODUCER_BATCHING, "log_level": 3,
     })
     producer.init_transactions(30)
     produce = producer.produce

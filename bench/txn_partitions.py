@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from scheduler.admin import delete_prefixed_topics
 from scheduler.broker.local import LocalBroker, free_port
-from scheduler.engine.runtime import EngineConfig
+from scheduler.engine.runtime import PRODUCER_BATCHING, EngineConfig
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
 
@@ -51,8 +51,7 @@ def measure(bootstrap: str, prefix: str, topic_count: int, rounds: int) -> None:
         future.result()
     time.sleep(3)
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF,
-                         "transactional.id": prefix, "linger.ms": 5, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
+                         "transactional.id": prefix, **PRODUCER_BATCHING})
     producer.init_transactions(30)
 
     def transaction(records: int, spread: int) -> float:

@@ -31,6 +31,7 @@ from prometheus_client.process_collector import ProcessCollector
 
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 
+COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 LANES = {DISPATCH: "strict", CATCH_UP: "catch_up"}
 
@@ -118,7 +119,7 @@ class EngineMetrics:
             ["kind"], registry=r)
         self.commit_latency = Histogram(
             "scheduler_transaction_commit_seconds", "commit_transaction latency",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=r)
+            buckets=COMMIT_BUCKETS, registry=r)
         self.dead = PromCounter("scheduler_occurrences_dead",
                                 "Occurrences sent to the tenant's dead letters after their last attempt",
                                 ["tenant"], registry=r)
@@ -137,7 +138,7 @@ class EngineMetrics:
             "(committed at the instant, or dropped: they then went the ordinary way)", ["outcome"], registry=r)
         self.stage_commit_latency = Histogram(
             "scheduler_stage_commit_seconds", "commit_transaction latency of a staged burst at its instant",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0), registry=r)
+            buckets=COMMIT_BUCKETS, registry=r)
         self.restoring = Gauge("scheduler_partitions_restoring", "Partitions whose stores are being restored",
                                registry=r)
         self.restored_records = PromCounter("scheduler_restore_records", "Changelog records applied on restore",

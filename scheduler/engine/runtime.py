@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
+# Batching of the engine's transactional producers; the benches' ceilings use the same.
+PRODUCER_BATCHING = {"linger.ms": 5, "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
+                     "compression.type": "lz4"}
 SCAN_FACTOR = 4  # due entries a partition's scan may pass over (held by max_concurrency) per entry offered
 
 
@@ -129,10 +132,7 @@ class SchedulerProcess:
             **PRODUCER_PARTITIONER_CONF,
             "transactional.id": f"{prefix}.scheduler.{config.instance_id}",
             "transaction.timeout.ms": config.transaction_timeout_ms,
-            "linger.ms": 5,
-            "batch.num.messages": 10_000,
-            "queue.buffering.max.messages": 1_000_000,
-            "compression.type": "lz4",
+            **PRODUCER_BATCHING,
         }
         self.producer = Producer(self._producer_conf)
         self._stage_conf = {
@@ -449,7 +449,7 @@ class SchedulerProcess:
                 return
             stage = self._begin_stage(burst, now_ms)
         if now_ms >= stage.due_ms:
-            self._commit_stage(now_ms)
+            self._commit_stage()
         elif not stage.complete:
             self._fill_stage(stage)
 
@@ -518,7 +518,7 @@ class SchedulerProcess:
                 assert self._stager is not None
                 self._stager.poll(0.05)
 
-    def _commit_stage(self, now_ms: int) -> None:
+    def _commit_stage(self) -> None:
         stage = self._stage
         assert stage is not None and self._stager is not None
         started = time.perf_counter()

@@ -32,10 +32,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are counted again
-
 from scheduler.engine.timeline_keys import DISPATCH, lane_bound
 
+COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are counted again
 MARGIN_MS = 1_000   # a burst closer than this is left to ordinary dispatch
 LEAD_SLACK_MS = 3_000  # added to every lead: time to commit, and a window wide enough not to be missed
 LEAD_FACTOR = 1.5   # the lead covers the staging time this many times over
@@ -76,13 +75,13 @@ class StagedPartition:
 
     start: bytes                   # the instant's first key
     end: bytes                     # after its last key
-    cursor: bytes = b""            # the next key to look at
+    cursor: bytes = field(init=False)  # the next key to look at
     sent: list[tuple[bytes, bytes]] = field(default_factory=list)  # (timeline key, packed entry)
     first_skipped: bytes | None = None  # the first entry left to ordinary dispatch
     done: bool = False
 
     def __post_init__(self) -> None:
-        self.cursor = self.cursor or self.start
+        self.cursor = self.start
 
     def resume_floor(self) -> bytes:
         """Where the partition's dispatch scan may start once the stage's entries are gone: at the first

@@ -7,6 +7,7 @@ only then writes the store.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -75,8 +76,7 @@ class SchedulerTask:
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
         self._staged: StagedPartition | None = None  # this partition's part of the open stage, if any
         self._staged_puts: dict[bytes, bytes] = {}  # strict entries written into the staged instant since it began
-        self._sent_staged: dict[bytes, bytes] = {}  # committed by a stage, not yet deleted here: key -> entry
-        self._to_delete: list[tuple[bytes, bytes]] = []  # the same, in the order they are deleted
+        self._sent_staged: set[bytes] = set()  # timeline keys a stage's commit sent, not yet deleted here
         self.reset()
 
     # -- transaction boundaries -------------------------------------------------
@@ -112,7 +112,7 @@ class SchedulerTask:
                 staged = self._staged
                 if staged is not None and staged.start <= key < staged.end:
                     self._staged_puts[key] = value
-                self._sent_staged.pop(key, None)  # written anew: live, whatever a stage sent under this key
+                self._sent_staged.discard(key)  # written anew: live, whatever a stage sent under this key
         self.store.write(self.txn.changes, offsets)
         self.reset()
 
@@ -665,24 +665,20 @@ class SchedulerTask:
         written = self._staged_puts if self._staged is part else {}
         for key, raw in part.sent:
             if written.get(key, raw) == raw:  # unchanged since staged, or written before the stage read it
-                self._sent_staged[key] = raw
-                self._to_delete.append((key, raw))
+                self._sent_staged.add(key)
         low = min([part.resume_floor(), *written])
         if self._floor[DISPATCH] >= part.start:
             self._floor[DISPATCH] = max(self._floor[DISPATCH], low)
         self._staged, self._staged_puts = None, {}
 
     def delete_staged(self, budget: int) -> bool:
-        """Delete up to `budget` entries a stage sent, each only if unchanged (an update's new version at
-        the same key stays); True while some are left."""
-        chunk, self._to_delete = self._to_delete[:budget], self._to_delete[budget:]
-        gone: dict[bytes, bytes | None] = {}
-        for key, raw in chunk:
-            if self._sent_staged.pop(key, None) is not None and self.store.get("timeline", key) == raw:
-                gone[key] = None
-        if gone:
-            self.store.write({"timeline": gone}, {})
-        return bool(self._to_delete)
+        """Delete up to `budget` entries a stage sent; True while some are left. An entry written anew since
+        (an update's new version at the same key) is no longer among them: `committed` took it out."""
+        chunk = list(itertools.islice(self._sent_staged, budget))
+        self._sent_staged.difference_update(chunk)
+        if chunk:
+            self.store.write({"timeline": dict.fromkeys(chunk)}, {})
+        return bool(self._sent_staged)
 
     def stage_dropped(self) -> None:
         self._staged, self._staged_puts = None, {}
