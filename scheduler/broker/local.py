@@ -79,6 +79,9 @@ def single_node_settings() -> dict[str, str]:
         "log.cleaner.backoff.ms": "1000",
         "log.cleaner.threads": "1",
         "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
+        # Index files of 1 MiB, not 10: each is preallocated sparse and memory-mapped, and its first write
+        # faults in up to the disk's read-ahead of zeroed pages (docs/decisions/0003-index-file-size.md).
+        "log.index.size.max.bytes": str(1024 * 1024),
     }
 
 
