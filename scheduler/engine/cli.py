@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
                           "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
+    run.add_argument("--stage-rate", type=float, default=30_000.0,
+                     help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
+                          "stage's lead, and with it how long other occurrences in its partitions wait")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -50,6 +53,7 @@ def _run(args: argparse.Namespace) -> int:
         horizon_ms=int(args.horizon * 1000),
         dispatch_budget=args.dispatch_budget,
         stage_min=args.stage_min,
+        stage_rate_per_s=args.stage_rate,
         trigger_rate_per_s=args.trigger_rate,
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,

@@ -20,6 +20,10 @@ from scheduler.engine.timeline_keys import NO_DEADLINE, LocalEntry
 log = logging.getLogger(__name__)
 
 BATCH = 10_000
+# A consume call returns after BATCH records or this wait. A changelog usually ends in a transaction
+# marker, which read_committed never returns, so every replay's last call waits it out: keep it short,
+# or a failover pays it per store and partition.
+WAIT_S = 0.05
 
 
 def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
@@ -91,7 +95,7 @@ def _replay(store: PartitionStore, name: str, topic: str, partition: int, consum
             if time.monotonic() > deadline:
                 raise TimeoutError(f"restoring {topic}[{partition}] stalled at {position} of {high}: "
                                    "an open transaction older than transaction.timeout.ms?")
-            for msg in consumer.consume(BATCH, timeout=0.5):
+            for msg in consumer.consume(BATCH, timeout=WAIT_S):
                 if msg.error():
                     if msg.error().code() == KafkaError._PARTITION_EOF:
                         position = max(position, msg.offset())

@@ -9,18 +9,24 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
 from scheduler.admin import ensure_tenant_topics, ensure_topics
+from scheduler.client import SchedulerClient, make_spec
 from scheduler.codec import Codec
+from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.topology import Topology
 
 REPO = Path(__file__).resolve().parents[2]
 CODEC = Codec.default()
 TOPOLOGY = Topology.load()
+# Staged bursts (docs/decisions/0002-staged-bursts.md) at test size: `create_burst` makes 1,450 stageable entries.
+BURST_TENANTS = ["big", "small1", "small2", "guarded"]
+STAGE_ARGS = ("--stage-min", "500")
 
 
 @dataclass
@@ -74,6 +80,13 @@ class SchedulerProcess:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def wait_for_log(process: SchedulerProcess, text: str, until_s: float) -> None:
+    while text not in process.log_tail(400):
+        assert time.time() < until_s, f"never logged {text!r}:\n{process.log_tail()}"
+        assert process.alive(), process.log_tail()
+        time.sleep(0.05)
+
+
 def wait_for_split(processes: list[SchedulerProcess], partitions: int, timeout: float = 60) -> None:
     """Until the processes own every partition between them, each at least one."""
     deadline = time.monotonic() + timeout
@@ -90,6 +103,28 @@ def ensure_layout(bootstrap: str, prefix: str, tenants: Iterable[str] = ()) -> N
     ensure_topics(bootstrap, TOPOLOGY, prefix)
     for tenant in tenants:
         ensure_tenant_topics(bootstrap, TOPOLOGY, prefix, tenant)
+
+
+def rfc3339(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def create_burst(bootstrap: str, prefix: str, due_ms: int) -> dict[str, str]:
+    """1,500 one-shots due at `due_ms`; the `guarded` tenant's have an overlap policy (never staged)."""
+    owners = ["big"] * 1200 + ["small1"] * 150 + ["small2"] * 100 + ["guarded"] * 50
+    expected: dict[str, str] = {}
+    with SchedulerClient(bootstrap, prefix, timeout_s=120) as client:
+        ids = []
+        for n, tenant in enumerate(owners):
+            sid = f"st-{n:05d}"
+            spec = make_spec("once", rfc3339(due_ms),
+                             overlap_policy="QUEUE_ONE" if tenant == "guarded" else "ALLOW")
+            ids.append(client.send("CREATE", sid, tenant, spec=spec))
+            expected[occurrence_id(sid, 1, datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc))] = tenant
+        results = client.wait(ids, timeout_s=120)
+    assert {r["status"] for r in results.values()} == {"ACCEPTED"}
+    assert time.time() * 1000 < due_ms - 5000, "creating the schedules took longer than the lead time"
+    return expected
 
 
 @dataclass

@@ -4,51 +4,16 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
 
 import pytest
 
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.timing.occurrence_id import occurrence_id
-
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
-
-TENANTS = ["big", "small1", "small2", "guarded"]
-STAGE_ARGS = ("--stage-min", "500")
-
-
-def rfc3339(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def create_burst(bootstrap: str, prefix: str, due_ms: int) -> dict[str, str]:
-    """1,500 one-shots due at `due_ms`; the `guarded` tenant's have an overlap policy (never staged)."""
-    owners = ["big"] * 1200 + ["small1"] * 150 + ["small2"] * 100 + ["guarded"] * 50
-    expected: dict[str, str] = {}
-    with SchedulerClient(bootstrap, prefix, timeout_s=120) as client:
-        ids = []
-        for n, tenant in enumerate(owners):
-            sid = f"st-{n:05d}"
-            spec = make_spec("once", rfc3339(due_ms),
-                             overlap_policy="QUEUE_ONE" if tenant == "guarded" else "ALLOW")
-            ids.append(client.send("CREATE", sid, tenant, spec=spec))
-            expected[occurrence_id(sid, 1, datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc))] = tenant
-        results = client.wait(ids, timeout_s=120)
-    assert {r["status"] for r in results.values()} == {"ACCEPTED"}
-    assert time.time() * 1000 < due_ms - 5000, "creating the schedules took longer than the lead time"
-    return expected
-
-
-def wait_for_log(process: SchedulerProcess, text: str, until_s: float) -> None:
-    while text not in process.log_tail(400):
-        assert time.time() < until_s, f"never logged {text!r}:\n{process.log_tail()}"
-        assert process.alive(), process.log_tail()
-        time.sleep(0.05)
+from engine_harness import (BURST_TENANTS, STAGE_ARGS, SchedulerProcess, TopicReader, create_burst, ensure_layout,
+                            occurrence_topics, wait_for_log)
 
 
 @pytest.fixture
 def staging_process(kafka_bootstrap, unique_prefix, tmp_path):
-    ensure_layout(kafka_bootstrap, unique_prefix, TENANTS)
+    ensure_layout(kafka_bootstrap, unique_prefix, BURST_TENANTS)
     process = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", STAGE_ARGS).start()
     yield process
     if process.alive():
@@ -59,7 +24,7 @@ def test_a_burst_is_produced_ahead_invisibly_and_committed_at_its_instant(kafka_
                                                                           staging_process):
     due_ms = (math.ceil(time.time()) + 25) * 1000
     expected = create_burst(kafka_bootstrap, unique_prefix, due_ms)
-    topics = occurrence_topics(unique_prefix, TENANTS)
+    topics = occurrence_topics(unique_prefix, BURST_TENANTS)
     committed = TopicReader(kafka_bootstrap, topics, "Occurrence")
     uncommitted = TopicReader(kafka_bootstrap, topics, "Occurrence", isolation="read_uncommitted")
     try:
@@ -84,7 +49,7 @@ def test_a_burst_is_produced_ahead_invisibly_and_committed_at_its_instant(kafka_
 
 
 def test_a_process_killed_with_its_stage_open_loses_nothing(kafka_bootstrap, unique_prefix, tmp_path):
-    ensure_layout(kafka_bootstrap, unique_prefix, TENANTS)
+    ensure_layout(kafka_bootstrap, unique_prefix, BURST_TENANTS)
     state = tmp_path / "state"
     # 1,450 stageable entries make a lead of about 3 s: the kill lands after staging, before the commit.
     first = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", STAGE_ARGS).start()
@@ -97,7 +62,7 @@ def test_a_process_killed_with_its_stage_open_loses_nothing(kafka_bootstrap, uni
         if first.alive():
             first.kill()
     assert time.time() * 1000 < due_ms, "the kill came after the instant"
-    topics = occurrence_topics(unique_prefix, TENANTS)
+    topics = occurrence_topics(unique_prefix, BURST_TENANTS)
     reader = TopicReader(kafka_bootstrap, topics, "Occurrence")
     second = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", STAGE_ARGS).start()
     try:
