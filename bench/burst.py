@@ -53,6 +53,7 @@ LARGE = "big"
 CALIBRATION_TENANT = "calib"
 IDLE_TENANT = "idle"
 TXN_RECORDS = EngineConfig.dispatch_budget  # the engine's default: one transaction per loop turn at full load
+BYSTANDER_S = 20  # bystanders are due in this many seconds before T, inside a staged burst's lead
 # The header of each record the reader writes: seen_ms, kafka timestamp, topic index, value length.
 _FRAME = struct.Struct(">qqHI")
 
@@ -127,6 +128,26 @@ def read_occurrences(bootstrap: str, topics: list[str], out_path: str, counter: 
                 with counter.get_lock():
                     counter.value += len(chunks) // 2
     consumer.close()
+
+
+def reader_floor(ctx: Any, bootstrap: str, topics: list[str], records: int, workdir: Path) -> float:
+    """Seconds the same reader needs from its first record to its last when pulling every record of the
+    run again, all of them already committed: the part of `seen` that is the reader's own work."""
+    counter = ctx.Value("q", 0)
+    stop = ctx.Event()
+    process = ctx.Process(target=read_occurrences, args=(bootstrap, topics, str(workdir / "reread.bin"), counter, stop),
+                          daemon=True)
+    process.start()
+    deadline = time.monotonic() + 300
+    first = None
+    while counter.value < records and process.is_alive() and time.monotonic() < deadline:
+        if first is None and counter.value:
+            first = time.monotonic()
+        time.sleep(0.005)
+    elapsed = time.monotonic() - (first or time.monotonic())
+    stop.set()
+    process.join(30)
+    return elapsed
 
 
 def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], due_ms: int, window_ms: int,
@@ -217,6 +238,7 @@ class BurstConfig:
     profile: bool
     extra_engine_args: list[str] = field(default_factory=list)
     idle: int = 0                # schedules due beyond the horizon, loaded before the burst
+    bystanders_per_s: int = 0    # ordinary one-shots due each second of the BYSTANDER_S before T
     measure_state: bool = False  # state bytes per schedule and restore time from the changelog
 
 
@@ -291,6 +313,28 @@ def create_all(client: SchedulerClient, plan: list[tuple[str, str]], due_ms: int
                  f"accepted, {(first + chunk) / (time.monotonic() - started):,.0f}/s")
     end_progress()
     return time.monotonic() - started
+
+
+def create_bystanders(client: SchedulerClient, config: BurstConfig, schedule_owner: list[str],
+                      due_ms: int) -> dict[str, tuple[str, int]]:
+    """Small ordinary one-shots due in the seconds before T, in the small tenants' topics.
+
+    A staged burst's open transaction holds back every `read_committed` reader of the partitions it
+    wrote (ADR 0002): these measure that price on occurrences that are not part of the burst."""
+    small = sorted(set(schedule_owner) - {LARGE})
+    if not config.bystanders_per_s or not small:
+        return {}
+    first_s = max(due_ms // 1000 - BYSTANDER_S, math.ceil(time.time()) + 5)
+    plan = [(f"bystander-{second}-{n}", small[(second * config.bystanders_per_s + n) % len(small)], second * 1000)
+            for second in range(first_s, due_ms // 1000) for n in range(config.bystanders_per_s)]
+    ids = [client.send("CREATE", sid, tenant, spec=make_spec("once", rfc3339(at_ms), priority=PRIORITY,
+                                                              payload=PAYLOAD))
+           for sid, tenant, at_ms in plan]
+    rejected = [r for r in client.wait(ids, timeout_s=120).values() if r["status"] != "ACCEPTED"]
+    if rejected:
+        raise RuntimeError(f"{len(rejected)} bystander creates rejected, e.g. {rejected[0]}")
+    return {occurrence_id(sid, 1, datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)): (tenant, at_ms)
+            for sid, tenant, at_ms in plan}
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -420,6 +464,7 @@ def run(config: BurstConfig) -> BurstResult:
                   file=sys.stderr)
             plan = [(f"{config.name}-{n:07d}", tenant) for n, tenant in enumerate(schedule_owner)]
             load_s = create_all(client, plan, due_ms, config.window_ms, "create")
+            bystanders = create_bystanders(client, config, schedule_owner, due_ms)
         loaded_ms = now_ms()
         if loaded_ms > due_ms - 1000:
             raise RuntimeError(f"loading ended {loaded_ms - due_ms} ms after T-1s: pass a larger --lead")
@@ -433,7 +478,7 @@ def run(config: BurstConfig) -> BurstResult:
         span_s = config.window_ms / 1000
         metrics_before = scrape(metrics_port)
         deadline = due_ms / 1000 + span_s + max(120.0, config.count / 2000)
-        while counter.value < config.count and time.time() < deadline:
+        while counter.value < config.count + len(bystanders) and time.time() < deadline:
             until_t = due_ms / 1000 - time.time()
             if config.profile and profiler is None and until_t < 1.0:
                 # From just before T until dispatch ends: the idle wait before T would only dilute it.
@@ -451,6 +496,7 @@ def run(config: BurstConfig) -> BurstResult:
         end_progress()
         stop.set()
         reader.join(30)
+        reread_s = reader_floor(ctx, bootstrap, topics, counter.value, workdir)
         metrics_after = scrape(metrics_port)
         engine_metrics = {k: metrics_after[k] - metrics_before.get(k, 0.0) for k in metrics_after}
         time.sleep(5.0)  # nothing is due now: what does the engine cost at rest after the burst?
@@ -480,8 +526,8 @@ def run(config: BurstConfig) -> BurstResult:
             state["create_rate"] = idle_rate or config.count / load_s
         arrivals, per_topic = decode_arrivals(arrivals_path, topics)
         summary: dict[str, Any] = {"idle": config.idle, "idle_create_rate": idle_rate, "state": state,
-                                   "stage": stage}
-        report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, arrivals,
+                                   "stage": stage, "reread_s": reread_s}
+        report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, bystanders, arrivals,
                          per_topic, ceiling_result, interleaved_ceiling, workdir / "profile.txt" if config.profile else None,
                          engine_args, engine_metrics, summary)
         return BurstResult(report, summary)
@@ -507,9 +553,12 @@ def run(config: BurstConfig) -> BurstResult:
 
 
 def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_s: float,
-            calibration_rate: float | None, expected: dict[str, tuple[str, int]], arrivals: list[Arrival],
+            calibration_rate: float | None, expected: dict[str, tuple[str, int]],
+            bystanders: dict[str, tuple[str, int]], arrivals: list[Arrival],
             per_topic: Counter[str], ceiling: dict[str, Any], interleaved_ceiling: dict[str, Any], profile_path: Path | None,
             engine_args: list[str], engine_metrics: dict[str, float], summary: dict[str, Any]) -> Path:
+    bystander_arrivals = [a for a in arrivals if a.occurrence_id in bystanders]
+    arrivals = [a for a in arrivals if a.occurrence_id not in bystanders]
     first_seen: dict[str, Arrival] = {}
     duplicates = 0
     for a in arrivals:
@@ -578,6 +627,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
                           (f"seen, large tenant `{LARGE}`", large), ("seen, small tenants", small)):
         lines.append(f"| {label} | {len(values):,} | {percentile(values, 0.5):,} | {percentile(values, 0.95):,} | "
                      f"{percentile(values, 0.99):,} | {values[-1] if values else 0:,} |")
+    lines += bystander_section(due_ms, bystanders, bystander_arrivals)
     p99 = percentile(seen_lag, 0.99)
     ratio = engine_rate / ceiling_rate
     lines += [
@@ -597,6 +647,9 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         f"{engine_rate / interleaved_rate:.2f}",
         "- note: per occurrence the engine also writes a timeline-changelog tombstone in the same transaction,",
         "  so it moves twice the records of the ceiling.",
+        f"- the engine's figure ends when the reader has pulled the last record; the ceiling's when its last commit "
+        f"returns. The same reader pulling every record of the run again, all committed, needs "
+        f"{summary['reread_s']:.2f}s from its first record to its last",
         "",
     ]
     lines += engine_metrics_section(engine_metrics)
@@ -651,6 +704,31 @@ def staged_burst(log: str, due_ms: int) -> dict[str, float] | None:
     count, seconds = int(staged[-1].group(1)), float(staged[-1].group(3))
     return {"lead_s": float(began[-1].group(3)), "staged": count, "seconds": seconds,
             "rate": count / max(seconds, 0.05), "visible_ms": int(committed[-1].group(3))}
+
+
+def bystander_section(due_ms: int, bystanders: dict[str, tuple[str, int]], arrivals: list[Arrival]) -> list[str]:
+    if not bystanders:
+        return []
+    first: dict[str, Arrival] = {}
+    for a in arrivals:
+        first.setdefault(a.occurrence_id, a)
+    lags = sorted(a.seen_ms - bystanders[a.occurrence_id][1] for a in first.values())
+    held = sum(1 for a in first.values() if a.seen_ms >= due_ms)
+    return [
+        "",
+        "## Bystanders: ordinary occurrences due in the seconds before T",
+        "",
+        f"{len(bystanders):,} one-shots, {len(bystanders) // max(1, len({v[1] for v in bystanders.values()}))} due "
+        f"at each second of the {len({v[1] for v in bystanders.values()})} s before T, in the small tenants' "
+        "topics. They are not part of the burst; while a staged burst's transaction is open, a "
+        "`read_committed` reader of the partitions it wrote cannot read past it, so they wait for its commit "
+        "(docs/decisions/0002-staged-bursts.md).",
+        "",
+        f"- arrived: {len(first):,}; missing: {len(bystanders) - len(first):,}; "
+        f"duplicates: {len(arrivals) - len(first):,}",
+        f"- lag `seen_at - scheduled_for` (ms): p50 {percentile(lags, 0.5):,}, p99 {percentile(lags, 0.99):,}, "
+        f"max {lags[-1] if lags else 0:,}; visible only at or after T: {held:,}",
+    ]
 
 
 def engine_metrics_section(delta: dict[str, float]) -> list[str]:
@@ -780,4 +858,6 @@ def parser(description: str, default_count: int) -> argparse.ArgumentParser:
     p.add_argument("--margin", type=float, default=20.0, help="seconds added to the calibrated lead")
     p.add_argument("--profile", action="store_true", help="py-spy the engine during dispatch")
     p.add_argument("--engine-arg", action="append", default=[], help="extra `scheduler run` argument (repeatable)")
+    p.add_argument("--bystanders-per-s", type=int, default=0,
+                   help=f"ordinary one-shots due each second of the {BYSTANDER_S} s before T (0: none)")
     return p
