@@ -130,26 +130,6 @@ def read_occurrences(bootstrap: str, topics: list[str], out_path: str, counter: 
     consumer.close()
 
 
-def reader_floor(ctx: Any, bootstrap: str, topics: list[str], records: int, workdir: Path) -> float:
-    """Seconds the same reader needs from its first record to its last when pulling every record of the
-    run again, all of them already committed: the part of `seen` that is the reader's own work."""
-    counter = ctx.Value("q", 0)
-    stop = ctx.Event()
-    process = ctx.Process(target=read_occurrences, args=(bootstrap, topics, str(workdir / "reread.bin"), counter, stop),
-                          daemon=True)
-    process.start()
-    deadline = time.monotonic() + 300
-    first = None
-    while counter.value < records and process.is_alive() and time.monotonic() < deadline:
-        if first is None and counter.value:
-            first = time.monotonic()
-        time.sleep(0.005)
-    elapsed = time.monotonic() - (first or time.monotonic())
-    stop.set()
-    process.join(30)
-    return elapsed
-
-
 def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], due_ms: int, window_ms: int,
                     interleaved: bool, result: Any) -> None:
     """The same number of same-size occurrence records, produced transactionally as fast as possible.
@@ -496,7 +476,6 @@ def run(config: BurstConfig) -> BurstResult:
         end_progress()
         stop.set()
         reader.join(30)
-        reread_s = reader_floor(ctx, bootstrap, topics, counter.value, workdir)
         metrics_after = scrape(metrics_port)
         engine_metrics = {k: metrics_after[k] - metrics_before.get(k, 0.0) for k in metrics_after}
         time.sleep(5.0)  # nothing is due now: what does the engine cost at rest after the burst?
@@ -526,7 +505,7 @@ def run(config: BurstConfig) -> BurstResult:
             state["create_rate"] = idle_rate or config.count / load_s
         arrivals, per_topic = decode_arrivals(arrivals_path, topics)
         summary: dict[str, Any] = {"idle": config.idle, "idle_create_rate": idle_rate, "state": state,
-                                   "stage": stage, "reread_s": reread_s}
+                                   "stage": stage}
         report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, bystanders, arrivals,
                          per_topic, ceiling_result, interleaved_ceiling, workdir / "profile.txt" if config.profile else None,
                          engine_args, engine_metrics, summary)
@@ -647,9 +626,6 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         f"{engine_rate / interleaved_rate:.2f}",
         "- note: per occurrence the engine also writes a timeline-changelog tombstone in the same transaction,",
         "  so it moves twice the records of the ceiling.",
-        f"- the engine's figure ends when the reader has pulled the last record; the ceiling's when its last commit "
-        f"returns. The same reader pulling every record of the run again, all committed, needs "
-        f"{summary['reread_s']:.2f}s from its first record to its last",
         "",
     ]
     lines += engine_metrics_section(engine_metrics)

@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
                           "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
-    run.add_argument("--stage-rate", type=float, default=30_000.0,
+    run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
                           "stage's lead, and with it how long other occurrences in its partitions wait")
     run.add_argument("--log-level", default="INFO")
