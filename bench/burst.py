@@ -690,12 +690,13 @@ def bystander_section(due_ms: int, bystanders: dict[str, tuple[str, int]], arriv
         first.setdefault(a.occurrence_id, a)
     lags = sorted(a.seen_ms - bystanders[a.occurrence_id][1] for a in first.values())
     held = sum(1 for a in first.values() if a.seen_ms >= due_ms)
+    seconds = len({due for _, due in bystanders.values()})
     return [
         "",
         "## Bystanders: ordinary occurrences due in the seconds before T",
         "",
-        f"{len(bystanders):,} one-shots, {len(bystanders) // max(1, len({v[1] for v in bystanders.values()}))} due "
-        f"at each second of the {len({v[1] for v in bystanders.values()})} s before T, in the small tenants' "
+        f"{len(bystanders):,} one-shots, {len(bystanders) // seconds} due at each second of the {seconds} s "
+        "before T, in the small tenants' "
         "topics. They are not part of the burst; while a staged burst's transaction is open, a "
         "`read_committed` reader of the partitions it wrote cannot read past it, so they wait for its commit "
         "(docs/decisions/0002-staged-bursts.md).",

@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from burst import end_progress, progress  # noqa: E402
+from burst import end_progress, owners, progress  # noqa: E402
 from scheduler.admin import delete_prefixed_topics  # noqa: E402
 from scheduler.broker.local import LocalBroker, free_port  # noqa: E402
 from scheduler.engine.runtime import PRODUCER_BATCHING  # noqa: E402
@@ -37,6 +37,7 @@ from scheduler.partitioning import PRODUCER_PARTITIONER_CONF  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPICS = 101
+LARGE_SHARE = 0.8
 PARTITIONS = 8
 VALUE_BYTES = 102
 VARIANTS = {"Kafka default, 10 MiB": 10 * 1024 * 1024, "layout, 1 MiB": 1024 * 1024}
@@ -74,7 +75,9 @@ def main() -> None:
 
 def one_round(bootstrap: str, variant: str, count: int, hold_s: float, n: int, total: int) -> Round:
     prefix = f"idx{uuid.uuid4().hex[:6]}"
-    topics = [f"{prefix}.occurrences{t}" for t in range(TOPICS)]
+    owner = owners(count, TOPICS - 1, LARGE_SHARE)  # bench/peak's tenants, one topic each
+    topic_of = {tenant: f"{prefix}.occurrences.{tenant}" for tenant in dict.fromkeys(owner)}
+    topics = list(topic_of.values())
     changelog = f"{prefix}.changelog"
     index_bytes = str(VARIANTS[variant])
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -85,23 +88,16 @@ def one_round(bootstrap: str, variant: str, count: int, hold_s: float, n: int, t
         for future in admin.create_topics(new).values():
             future.result()
         time.sleep(2)
-        return transaction(bootstrap, prefix, topics, changelog, variant, count, hold_s, f"{n + 1}/{total}")
+        records = [(topic_of[tenant], f"{tenant}-{i}".encode()) for i, tenant in enumerate(owner)]
+        random.Random(7).shuffle(records)  # interleaved, as the engine's fair dispatch sends them
+        return transaction(bootstrap, prefix, topics, records, changelog, variant, hold_s, f"{n + 1}/{total}")
     finally:
         delete_prefixed_topics(bootstrap, prefix, timeout=120)
 
 
-def plan(topics: list[str], count: int) -> list[tuple[str, bytes]]:
-    """80% to the first topic, the rest over the others, interleaved as the engine's fair dispatch sends them."""
-    large = int(count * 0.8)
-    records = [(topics[0], f"big-{i}".encode()) for i in range(large)]
-    records += [(topics[1 + i % (TOPICS - 1)], f"small-{i}".encode()) for i in range(count - large)]
-    random.Random(7).shuffle(records)
-    return records
-
-
-def transaction(bootstrap: str, prefix: str, topics: list[str], changelog: str, variant: str, count: int,
-                hold_s: float, label: str) -> Round:
-    records = plan(topics, count)
+def transaction(bootstrap: str, prefix: str, topics: list[str], records: list[tuple[str, bytes]], changelog: str,
+                variant: str, hold_s: float, label: str) -> Round:
+    count = len(records)
     values = [os.urandom(VALUE_BYTES) for _ in range(4096)]  # incompressible, like encoded occurrences
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF, "transactional.id": prefix,
                          **PRODUCER_BATCHING, "transaction.timeout.ms": 120_000})
