@@ -5,9 +5,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test broker-start broker-stop demo
+.PHONY: install system-deps test broker-start broker-stop demo
 
 install: $(STAMP)
+
+# Debian packages of the real components the suite and the demo start (system-packages.txt).
+system-deps:
+	@scripts/install-system-packages.sh
 
 # Re-installs only when the dependency list changes, so repeated runs cost nothing.
 $(STAMP): pyproject.toml
@@ -18,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 # pytest exit code 5 ("no tests collected") counts as a failure: an empty run proves nothing.
-test: install
+test: install system-deps
 	@$(PY) -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status
@@ -29,5 +33,5 @@ broker-start: install
 broker-stop: install
 	$(PY) -m scheduler broker stop
 
-demo: install
+demo: install system-deps
 	$(PY) -m scheduler demo
