@@ -18,7 +18,7 @@ from typing import Any
 from scheduler.codec import DecodeError
 from scheduler.engine import materialize, overlap, running_slots, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt
-from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, result_record
+from scheduler.engine.commands import MAX_BACKFILL, HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.specs import compile_spec
@@ -47,7 +47,6 @@ class TaskTopics:
     changelogs: dict[str, str]  # store -> changelog topic
 
 
-MAX_BACKFILL = 1000
 # The occurrence state an event about one occurrence leaves it in, so it can be looked up by id.
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
                 "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
