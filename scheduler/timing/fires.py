@@ -16,6 +16,7 @@ from scheduler.timing.cron_timeline import CronTimeline
 from scheduler.timing.instants import US_PER_S, from_us, require_aware, to_us
 from scheduler.timing.once import OnceTimeline, once_fires
 from scheduler.timing.rate import MAX_US, RateTimeline, parse_period
+from scheduler.timing.rrule_days import RuleDays, compile_rule
 from scheduler.timing.spec import ScheduleSpec
 from scheduler.timing.zones import zone_rules
 
@@ -47,11 +48,17 @@ class _CronMicros:
         return None if fire is None else (fire[0] * US_PER_S, fire[1])
 
 
+def _day_timeline(spec: ScheduleSpec, days) -> _CronMicros:
+    return _CronMicros(CronTimeline(days, zone_rules(spec.time_zone), spec.dst_gap, spec.dst_overlap))
+
+
 @lru_cache(maxsize=4096)
 def timeline(spec: ScheduleSpec) -> _CronMicros | RateTimeline | OnceTimeline:
+    """Compiled once per spec: next-fire calls then only walk cached days."""
     if spec.kind == "cron":
-        rules = zone_rules(spec.time_zone)
-        return _CronMicros(CronTimeline(parse_cron(spec.expression), rules, spec.dst_gap, spec.dst_overlap))
+        return _day_timeline(spec, parse_cron(spec.expression, spec.month_end))
+    if spec.kind == "rrule":
+        return _day_timeline(spec, RuleDays(compile_rule(spec.expression, spec.time_zone, spec.month_end)))
     if spec.kind == "rate":
         return RateTimeline(to_us(spec.anchor_at), parse_period(spec.expression))
     return OnceTimeline(once_fires(spec.expression, spec.time_zone, spec.dst_gap, spec.dst_overlap))
@@ -105,6 +112,25 @@ def next_fires(spec: ScheduleSpec, after: datetime, count: int, fired_before: in
 def next_fire(spec: ScheduleSpec, after: datetime, fired_before: int = 0) -> Fire | None:
     fires = next_fires(spec, after, 1, fired_before)
     return fires[0] if fires else None
+
+
+@lru_cache(maxsize=4096)
+def _excluded_timeline(spec: ScheduleSpec) -> _CronMicros:
+    return _day_timeline(spec, RuleDays(compile_rule(spec.expression, spec.time_zone, spec.month_end), excluded=True))
+
+
+def excluded_between(spec: ScheduleSpec, after: datetime, until: datetime) -> list[Fire]:
+    """The fires in (after, until] an RRULE's EXDATEs took out (within start_at..end_at), ascending:
+    what the schedule would have fired without them, so the engine can record each skip."""
+    if spec.kind != "rrule" or not compile_rule(spec.expression, spec.time_zone, spec.month_end).exdates:
+        return []
+    lo, hi = _lower(spec, after), _upper(spec, until)
+    out = []
+    for instant, rule in _excluded_timeline(spec).iter_after(lo):
+        if instant > hi:
+            break
+        out.append(Fire(from_us(instant), rule))
+    return out
 
 
 def count_fires(spec: ScheduleSpec, after: datetime, until: datetime, fired_before: int = 0) -> int:
