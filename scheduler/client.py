@@ -37,7 +37,7 @@ SPEC_DEFAULTS: Record = {
     "end_at_ms": None, "max_fires": None, "dst_gap": "SKIP", "dst_overlap": "FIRST", "priority": "NORMAL",
     "flexible_window_ms": 0, "misfire_policy": "FIRE_ONCE", "catch_up_limit": 10, "max_lateness_ms": 300_000,
     "overlap_policy": "ALLOW", "payload": b"", "max_attempts": 3, "retry_backoff_ms": 1000,
-    "run_timeout_ms": 3_600_000,
+    "run_timeout_ms": 3_600_000, "month_end": "SKIP",
 }
 
 

@@ -50,7 +50,7 @@ class TaskTopics:
 MAX_BACKFILL = 1000
 # The occurrence state an event about one occurrence leaves it in, so it can be looked up by id.
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
-                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
+                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP", "EXCLUDED": "CANCELED"}
 RANKS_KEPT = 100_000
 
 
@@ -492,6 +492,9 @@ class SchedulerTask:
                                    state["fired_count"], now_ms, self.horizon_ms)
         if planned.misfire is not None:
             self._emit_missed(state, planned.misfire, "MISSED", "later than max_lateness (misfire policy)", now_ms)
+        for skipped in planned.excluded:
+            self._event(state, "EXCLUDED", "an EXDATE of the schedule's recurrence rule", now_ms,
+                        occurrence_id=skipped.occurrence_id, scheduled_for_ms=skipped.scheduled_for_ms)
         pending = [ref for ref, _ in self._pending_keys(state)]
         for occ in planned.occurrences:
             pending.append(self._enqueue(state, occ.occurrence_id, occ.scheduled_for_ms, occ.available_at_ms,
