@@ -1,4 +1,5 @@
-"""Benchmark: our next_fire against croniter's get_next, same machine, one run, interleaved.
+"""Benchmark: our next_fire against croniter's get_next (cron) and dateutil's rrule.after (RRULE),
+same machine, one run, interleaved.
 
 Run:  .venv/bin/python bench/next_fire.py [--rounds 15] [--calls 300]
 
@@ -8,6 +9,15 @@ times `calls` calls of ours, then `calls` of croniter (constructing the iterator
 is part of croniter's cost, as it is for a scheduler computing one next fire per
 schedule); the per-call medians over rounds and their ratio are printed as a
 markdown table. Specs are parsed once, as the engine does (parse at create time).
+
+RRULE schedules (DTSTART in 2024, then again in the first week of 2026; starts
+spread over 2026; dateutil's cost grows with the distance from DTSTART): ours against one
+dateutil `rrule` per schedule, built once with an aware DTSTART in the zone, its
+`after(start)` called afresh for each start (dateutil then walks from DTSTART;
+its `cache=True` is not used: a scheduler holding thousands of rules would keep
+every instance ever produced), and against `rrulestr(...)` parsed per call. The
+figure for dateutil does not include applying our DST contract (it returns
+non-existent wall times as they are), nor EXDATE handling.
 """
 from __future__ import annotations
 
@@ -18,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
+from dateutil.rrule import rrulestr
 
 from scheduler.timing.fires import next_fire
 from scheduler.timing.spec import parse_spec
@@ -30,6 +41,18 @@ CASES = [
     ("0 0 L * *", "0 0 L * *", "Europe/London"),
     ("0 12 * * FRI#2", "0 12 * * FRI#2", "UTC"),
     ("15 10 * * 5L", "15 10 * * L5", "Australia/Lord_Howe"),
+]
+
+
+# (our expression, zone); dateutil gets the RRULE line with DTSTART as an aware datetime in the zone.
+RRULE_CASES = [
+    ("DTSTART:20240102T090000 RRULE:FREQ=DAILY", "America/New_York"),
+    ("DTSTART:20240109T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU", "Europe/Berlin"),
+    ("DTSTART:20240101T080000 RRULE:FREQ=WEEKLY;INTERVAL=3;BYDAY=MO", "Australia/Lord_Howe"),
+    ("DTSTART:20240101T170000 RRULE:FREQ=MONTHLY;BYMONTH=3,6,9,12;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1",
+     "America/Havana"),
+    ("DTSTART:20240131T120000 RRULE:FREQ=MONTHLY;BYMONTHDAY=28,29,30,31;BYSETPOS=-1", "Pacific/Chatham"),
+    ("DTSTART:20240102T093000 RRULE:FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR", "Asia/Tokyo"),
 ]
 
 
@@ -60,6 +83,51 @@ def _time_croniter(expression, zone, starts) -> tuple[float, float]:
     return with_construction, (time.perf_counter() - began) / len(starts)
 
 
+def _dateutil_rule(expression: str, zone: ZoneInfo):
+    dtstart_text, rule_text = expression.split()
+    dtstart = datetime.strptime(dtstart_text.split(":", 1)[1], "%Y%m%dT%H%M%S").replace(tzinfo=zone)
+    return rule_text.split(":", 1)[1], dtstart
+
+
+def _time_dateutil(expression, zone, starts) -> tuple[float, float]:
+    """(rrule.after afresh on one prebuilt rule, rrulestr parse + after), per call."""
+    text, dtstart = _dateutil_rule(expression, zone)
+    rule = rrulestr(text, dtstart=dtstart)
+    began = time.perf_counter()
+    for start in starts:
+        rule.after(start)
+    after_only = (time.perf_counter() - began) / len(starts)
+    began = time.perf_counter()
+    for start in starts:
+        rrulestr(text, dtstart=dtstart).after(start)
+    return after_only, (time.perf_counter() - began) / len(starts)
+
+
+def _rrule_table(rounds: int, starts: list[datetime], dtstart_year: str) -> None:
+    print(f"\nDTSTART in {dtstart_year}:\n")
+    print("| RRULE | zone | ours (µs) | dateutil after, prebuilt rule (µs) | dateutil rrulestr + after (µs) "
+          "| speed-up vs after | speed-up vs rrulestr + after |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    ratios = []
+    for expression, zone_name in RRULE_CASES:
+        expression = expression.replace("DTSTART:2024", f"DTSTART:{dtstart_year}")
+        spec = parse_spec("rrule", expression, zone_name)
+        zone = ZoneInfo(zone_name)
+        _time_ours(spec, starts)
+        ours, after, parsed = [], [], []
+        for _ in range(rounds):
+            ours.append(_time_ours(spec, starts))
+            a, p = _time_dateutil(expression, zone, starts)
+            after.append(a)
+            parsed.append(p)
+        o, a, p = statistics.median(ours), statistics.median(after), statistics.median(parsed)
+        ratios.append(a / o)
+        print(f"| `{expression.split()[1]}` | {zone_name} | {o * 1e6:.1f} | {a * 1e6:.1f} | {p * 1e6:.1f} "
+              f"| {a / o:.1f}× | {p / o:.1f}× |")
+    print(f"\nmedian speed-up vs dateutil rrule.after (DTSTART {dtstart_year}): {statistics.median(ratios):.1f}× "
+          f"(min {min(ratios):.1f}×)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
@@ -86,6 +154,8 @@ def main() -> None:
               f"| {t / o:.1f}× | {n / o:.1f}× |")
     print(f"\nmedian speed-up vs croniter get_next alone: {statistics.median(strict_ratios):.1f}× "
           f"(min {min(strict_ratios):.1f}×)")
+    for dtstart_year in ("2024", "2026"):
+        _rrule_table(args.rounds, starts, dtstart_year)
 
 
 if __name__ == "__main__":
