@@ -75,7 +75,7 @@ def _ints(name: str, text: str, limit: int, signed: bool = False) -> list[int]:
             raise _bad(f"{name}={text}", f"{item!r} is not an integer")
         value = int(item)
         if value == 0 or abs(value) > limit or (value < 0 and not signed):
-            raise _bad(f"{name}={item}", f"out of range ({_range_text(limit, signed)})")
+            raise SpecError("expression", f"{name}={item} out of range ({_range_text(limit, signed)})")
         values.append(value)
     return values
 
@@ -165,7 +165,7 @@ def _by_day(parts: dict[str, str], freq: str) -> tuple[set[int], set[tuple[int, 
             raise _bad(f"BYDAY={item}", f"an ordinal weekday needs FREQ=MONTHLY or YEARLY, not {freq}")
         n = int(ordinal)
         if n == 0 or abs(n) > limit:
-            raise _bad(f"BYDAY={item}", f"ordinal out of range ({_range_text(limit, True)})")
+            raise SpecError("expression", f"BYDAY={item} out of range (ordinals {_range_text(limit, True)})")
         nth.add((WEEKDAYS.index(weekday), n))
     return plain, nth
 
