@@ -12,7 +12,7 @@ from functools import lru_cache
 from itertools import islice
 
 from scheduler.timing.cron import parse_cron
-from scheduler.timing.cron_timeline import CronTimeline
+from scheduler.timing.cron_timeline import CronTimeline, DaySource
 from scheduler.timing.instants import US_PER_S, from_us, require_aware, to_us
 from scheduler.timing.once import OnceTimeline, once_fires
 from scheduler.timing.rate import MAX_US, RateTimeline, parse_period
@@ -32,13 +32,32 @@ class Fire:
 
 
 class _CronMicros:
-    """Adapts the seconds-based cron timeline to the microsecond interface."""
+    """Adapts the seconds-based day timeline (cron, RRULE) to the microsecond interface, and
+    steps from its last answer: after a fire f was returned as the first fire after `a`, any
+    `after` in [a, f) has f as its next fire too (a scheduler's cursor advances just so), and the
+    walk resumes from f instead of searching again. The memo is one immutable tuple per
+    compiled spec, so concurrent readers at worst miss it."""
 
     def __init__(self, timeline: CronTimeline):
         self.timeline = timeline
+        self._last: tuple[int, Raw] | None = None  # (after, the first fire after it)
 
     def iter_after(self, after: int) -> Iterator[Raw]:
-        return ((s * US_PER_S, rule) for s, rule in self.timeline.iter_after(after // US_PER_S))
+        last = self._last
+        if last is not None and last[0] <= after < last[1][0]:
+            return self._resume(last[1])
+        return self._remember(after, self.timeline.iter_after(after // US_PER_S))
+
+    def _resume(self, fire: Raw) -> Iterator[Raw]:
+        yield fire
+        yield from self._remember(fire[0], self.timeline.iter_after(fire[0] // US_PER_S))
+
+    def _remember(self, after: int, fires: Iterator[tuple[int, str | None]]) -> Iterator[Raw]:
+        for seconds, rule in fires:
+            fire = (seconds * US_PER_S, rule)
+            self._last = (after, fire)
+            yield fire
+            after = fire[0]
 
     def count(self, after: int, until: int) -> int:
         return self.timeline.count(after // US_PER_S, until // US_PER_S)
@@ -48,7 +67,7 @@ class _CronMicros:
         return None if fire is None else (fire[0] * US_PER_S, fire[1])
 
 
-def _day_timeline(spec: ScheduleSpec, days) -> _CronMicros:
+def _day_timeline(spec: ScheduleSpec, days: DaySource) -> _CronMicros:
     return _CronMicros(CronTimeline(days, zone_rules(spec.time_zone), spec.dst_gap, spec.dst_overlap))
 
 

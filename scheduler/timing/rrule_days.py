@@ -130,36 +130,66 @@ def days_after(rule: Rule, first: int, max_periods: int | None = None) -> Iterat
                 yield day
 
 
+@lru_cache(maxsize=65536)
+def _year_days(rule: Rule, year: int) -> tuple[int, ...]:
+    """Every day the rule yields in one calendar year (COUNT and EXDATE not applied): the
+    per-year table a next fire bisects, as cron bisects its per-month day sets."""
+    last = date(year, 12, 31).toordinal()
+    days = []
+    for day in days_after(rule, date(year, 1, 1).toordinal()):
+        if day > last:
+            break
+        days.append(day)
+    return tuple(days)
+
+
 class RuleDays:
     """A compiled rule as CronTimeline's day source: its days (EXDATEs removed), or with
-    `excluded=True` only the EXDATE days the rule would otherwise have fired on."""
+    `excluded=True` only the EXDATE days the rule would otherwise have fired on.
+
+    Days are served from per-year tables (ordinals to bisect, (y, m, d) to hand out), built
+    once per compiled spec, so the next fire after any instant is a bisection away.
+    """
+
+    _TABLES_KEPT = 512
 
     def __init__(self, rule: Rule, excluded: bool = False):
         self.rule = rule
         self.excluded = excluded
         self.times_of_day = (rule.time_of_day,)
         self._counted = None if rule.count is None else tuple(islice(days_after(rule, rule.start), rule.count))
+        self._tables: dict[int, tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]] = {}
+        self._first_year = date.fromordinal(rule.start).year
+        ends = [MAX_YEAR]
+        if rule.until is not None:
+            ends.append(date.fromordinal(rule.until).year)
+        if self._counted is not None:
+            ends.append(date.fromordinal(self._counted[-1]).year if self._counted else self._first_year - 1)
+        if excluded:
+            ends.append(date.fromordinal(max(rule.exdates)).year if rule.exdates else self._first_year - 1)
+        self._last_year = min(ends)
 
-    def _days(self, first: int) -> Iterator[int]:
-        if self._counted is None:
-            return days_after(self.rule, first)
-        return iter(self._counted[bisect_left(self._counted, first):])
-
-    def _generates(self, day: int) -> bool:
-        return next(self._days(day), None) == day
+    def _table(self, year: int) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]:
+        table = self._tables.get(year)
+        if table is None:
+            if self._counted is None:
+                days: tuple[int, ...] = _year_days(self.rule, year)
+            else:
+                lo, hi = date(year, 1, 1).toordinal(), date(year, 12, 31).toordinal()
+                days = self._counted[bisect_left(self._counted, lo):bisect_left(self._counted, hi + 1)]
+            exdates = self.rule.exdates
+            kept = [d for d in days if (d in exdates) == self.excluded]
+            table = (tuple(kept), tuple(date.fromordinal(d).timetuple()[:3] for d in kept))
+            if len(self._tables) >= self._TABLES_KEPT:
+                self._tables.clear()
+            self._tables[year] = table
+        return table
 
     def days_from(self, year: int, month: int, day: int, last_year: int) -> Iterator[tuple[int, int, int]]:
-        first, last = date(year, month, day).toordinal(), date(last_year, 12, 31).toordinal()
-        exdates = self.rule.exdates
-        if self.excluded:
-            chosen: Iterator[int] = (d for d in sorted(exdates) if first <= d <= last and self._generates(d))
-        else:
-            chosen = (d for d in self._days(first) if d not in exdates)
-        for ordinal in chosen:
-            if ordinal > last:
-                return
-            found = date.fromordinal(ordinal)
-            yield found.year, found.month, found.day
+        first = date(year, month, day).toordinal()
+        for y in range(max(year, self._first_year), min(last_year, self._last_year) + 1):
+            ordinals, days = self._table(y)
+            yield from days[bisect_left(ordinals, first):]
 
 
 def _has_day(rule: Rule) -> bool:
