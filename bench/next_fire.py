@@ -108,16 +108,19 @@ def _time_dateutil(expression, zone, starts) -> tuple[float, float]:
     return after_only, (time.perf_counter() - began) / len(starts)
 
 
-def _medians(spec, theirs, rounds: int, starts: list[datetime]) -> tuple[float, float, float]:
-    """Per-call medians over rounds of ours and of the two timings `theirs(starts)` returns, interleaved."""
+def _medians(spec, theirs, rounds: int, starts: list[datetime], *extra_orders: list[datetime]) -> list[float]:
+    """Per-call medians over rounds, interleaved within each round: ours on `starts`, the two
+    timings `theirs(starts)` returns, then ours on each of `extra_orders`."""
     _time_ours(spec, starts)  # warm caches (zone tables, month day sets, rule periods) outside the timing
-    ours, first, second = [], [], []
+    samples: list[list[float]] = [[] for _ in range(3 + len(extra_orders))]
     for _ in range(rounds):
-        ours.append(_time_ours(spec, starts))
+        samples[0].append(_time_ours(spec, starts))
         a, b = theirs(starts)
-        first.append(a)
-        second.append(b)
-    return statistics.median(ours), statistics.median(first), statistics.median(second)
+        samples[1].append(a)
+        samples[2].append(b)
+        for i, order in enumerate(extra_orders):
+            samples[3 + i].append(_time_ours(spec, order))
+    return [statistics.median(s) for s in samples]
 
 
 def _rrule_table(rounds: int, starts: list[datetime], dtstart_year: str) -> None:
@@ -131,8 +134,7 @@ def _rrule_table(rounds: int, starts: list[datetime], dtstart_year: str) -> None
         expression = expression.replace("DTSTART:2024", f"DTSTART:{dtstart_year}")
         spec = parse_spec("rrule", expression, zone_name)
         zone = ZoneInfo(zone_name)
-        o, a, p = _medians(spec, lambda s: _time_dateutil(expression, zone, s), rounds, starts)
-        mixed = statistics.median(_time_ours(spec, shuffled) for _ in range(rounds))
+        o, a, p, mixed = _medians(spec, lambda s: _time_dateutil(expression, zone, s), rounds, starts, shuffled)
         ratios.append(a / o)
         shuffled_ratios.append(a / mixed)
         print(f"| `{expression.split()[1]}` | {zone_name} | {o * 1e6:.1f} | {mixed * 1e6:.1f} | {a * 1e6:.1f} "
