@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timezone
-from functools import lru_cache
 
 from scheduler.timing.errors import SpecError
 from scheduler.timing.zones import MAX_YEAR, MIN_YEAR, load_zone
@@ -126,10 +125,10 @@ def _content_lines(expression: str, zone: str) -> dict[str, list[tuple[dict[str,
             key, eq, param_value = param.partition("=")
             if not eq or key.upper() not in ("TZID", "VALUE"):
                 raise _bad(f"{name};{param}", "unknown parameter (expected TZID= or VALUE=)")
-            parsed[key.upper()] = param_value
+            parsed[key.upper()] = param_value if key.upper() == "TZID" else param_value.upper()
         if "TZID" in parsed and parsed["TZID"] != zone:
             raise _bad(f"{name};TZID={parsed['TZID']}", f"differs from the schedule's time_zone {zone!r}")
-        lines.setdefault(name, []).append((parsed, value))
+        lines.setdefault(name, []).append((parsed, value.upper()))
     return lines
 
 
@@ -197,7 +196,6 @@ def _hms(seconds: int) -> tuple[int, int, int]:
     return seconds // 3600, seconds // 60 % 60, seconds % 60
 
 
-@lru_cache(maxsize=16384)
 def parse_rrule(expression: str, zone: str, month_end: str = "skip") -> Rule:
     """Parse and check each part (raises SpecError naming it); rrule_days.compile_rule also
     checks that the rule yields a day at all."""
