@@ -140,3 +140,34 @@ def test_rrule_month_end_clamp_matches_reference(month_days, tod, zone, year, mo
     after = datetime(year, month, 1, tzinfo=UTC) - timedelta(days=2)
     got = [(f.scheduled_for, f.dst_rule) for f in next_fires(spec, after, len(expected))]
     assert got == expected
+
+
+@st.composite
+def transition_day_rules(draw):
+    """A DAILY or WEEKLY rule whose wall time sits in or beside a drawn transition's gap or overlap."""
+    zone = draw(st.sampled_from(ZONES))
+    found = transitions(zone)
+    if not found:
+        return None
+    moment = draw(st.sampled_from(found))
+    wall = (moment - timedelta(seconds=1)).astimezone(ZoneInfo(zone)).replace(tzinfo=None) + timedelta(seconds=1)
+    wall += timedelta(minutes=draw(st.sampled_from([-45, -30, -15, 0, 15, 30, 45])))
+    day = wall.date()
+    by = draw(st.sampled_from(["FREQ=DAILY", f"FREQ=WEEKLY;BYDAY={('MO', 'TU', 'WE', 'TH', 'FR', 'SA', 'SU')[day.weekday()]}"]))
+    dtstart = datetime.combine(day - timedelta(days=draw(st.integers(0, 20))), wall.time().replace(second=0))
+    return by, dtstart, zone, moment
+
+
+@SETTINGS
+@given(transition_day_rules(), gaps, overlaps)
+def test_rrule_on_transition_days_matches_reference(case, gap, overlap):
+    if case is None:
+        return
+    rule, dtstart, zone, moment = case
+    spec = parse_spec("rrule", f"DTSTART:{dtstart:%Y%m%dT%H%M%S} RRULE:{rule}", zone, dst_gap=gap, dst_overlap=overlap)
+    after = moment - timedelta(days=3)
+    naive = after.replace(tzinfo=None)
+    horizon = timedelta(days=20)
+    kept, _ = reference_rrule(rule, dtstart, zone, gap, overlap, naive - timedelta(days=2), naive + horizon + timedelta(days=2))
+    expected = _window(after, horizon, kept)
+    assert [(f.scheduled_for, f.dst_rule) for f in next_fires(spec, after, len(expected))] == expected
