@@ -49,21 +49,24 @@ class Plan:
 
 
 def plan(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, cursor_ms: int,
-         fired_count: int, now_ms: int, horizon_ms: int) -> Plan:
+         fired_count: int, now_ms: int, horizon_ms: int, recorded_until_ms: int | None = None) -> Plan:
     """Plan fires strictly after `cursor_ms` up to `now_ms + horizon_ms`.
 
     `next_fire_ms` of the result is where the next pass starts (None: the
     schedule has no fires left), so a schedule is never materialized twice.
+    EXDATE'd fires up to `recorded_until_ms` were recorded by an earlier pass
+    (a re-plan goes over that span again) and are not listed again.
     """
     result = _plan_fires(spec, spec_record, schedule_id, version, cursor_ms, fired_count, now_ms, horizon_ms)
-    _add_excluded(result, spec, schedule_id, version, cursor_ms, now_ms + horizon_ms)
+    recorded = cursor_ms if recorded_until_ms is None else max(cursor_ms, recorded_until_ms)
+    _add_excluded(result, spec, schedule_id, version, recorded, now_ms + horizon_ms)
     return result
 
 
 def _add_excluded(result: Plan, spec: ScheduleSpec, schedule_id: str, version: int, cursor_ms: int,
                   limit_ms: int) -> None:
-    """EXDATE'd fires in the span this pass decided: up to the next pass's start, or to the
-    last fire when max_fires ended the schedule (nothing after it would have fired)."""
+    """EXDATE'd fires after `cursor_ms` in the span this pass decided: up to the next pass's start,
+    or to the last fire when max_fires ended the schedule (nothing after it would have fired)."""
     if result.next_fire_ms is not None:
         end_ms = result.next_fire_ms - 1
     elif spec.max_fires is not None and result.fired_count >= spec.max_fires:

@@ -90,3 +90,13 @@ def test_exdates_in_a_downtime_are_recorded_with_the_missed_fires():
     result = planned(spec, NOW - 5 * 24 * 60 * MIN)
     assert result.misfire.missed_count == 4  # the 10th (08:30, after the cursor), 11th, 13th, 14th
     assert [to_datetime(e.scheduled_for_ms).day for e in result.excluded] == [12]
+
+
+def test_a_replan_over_a_recorded_span_lists_only_the_exdates_beyond_it():
+    spec = make_spec("rrule", "DTSTART:20270110T083000 RRULE:FREQ=DAILY EXDATE:20270116,20270118")
+    day = 24 * 60 * MIN
+    first = planned(spec, NOW, horizon_ms=2 * day + 60 * MIN)
+    assert len(first.excluded) == 2
+    again = plan(compile_spec(spec), spec, "s1", 4, NOW, 0, NOW + day, 2 * day + 60 * MIN,
+                 recorded_until_ms=first.next_fire_ms - 1)
+    assert again.excluded == [] and [o.scheduled_for_ms for o in again.occurrences][:1] == [NOW + 30 * MIN]
