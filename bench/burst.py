@@ -38,7 +38,7 @@ from scheduler.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.codec import Codec
-from scheduler.engine.runtime import PRODUCER_BATCHING, EngineConfig
+from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id

@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from scheduler.admin import delete_prefixed_topics
 from scheduler.broker.local import LocalBroker, free_port
-from scheduler.engine.runtime import PRODUCER_BATCHING, EngineConfig
+from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
 

@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from scheduler.engine.runtime import EngineConfig, SchedulerProcess
+    from scheduler.engine.config import EngineConfig
+    from scheduler.engine.runtime import SchedulerProcess
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
