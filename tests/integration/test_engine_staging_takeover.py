@@ -25,6 +25,15 @@ MOVED_BY_MS = 8_000
 OBJECTIVE_MS = 5_000
 
 
+def wait_for_stage(process: SchedulerProcess, due_ms: int, stages: int = 1) -> None:
+    """Until the process has staged the instant `stages` times (how many it staged depends on how much of the
+    burst existed when staging began, on a loaded machine)."""
+    while process.log_tail(10_000).count(f" occurrences due at {due_ms} in ") < stages:
+        assert time.time() * 1000 < due_ms, f"the instant was not staged {stages} times:\n{process.log_tail()}"
+        assert process.alive(), process.log_tail()
+        time.sleep(0.05)
+
+
 def oid(schedule_id: str, version: int, at_ms: int) -> str:
     return occurrence_id(schedule_id, version, datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc))
 
@@ -63,9 +72,11 @@ def check(reader: TopicReader, counts: Counter[str], burst: dict[str, str], neve
     duplicates = {o: n for o, n in counts.items() if n > 1}
     assert not duplicates, f"{len(duplicates)} occurrences sent twice\n{logs}"
     seen = {r.record["occurrence_id"]: r.seen_ms for r in reader.received}
+    enqueued = {r.record["occurrence_id"]: r.timestamp_ms for r in reader.received}
     new_due = due_ms + MOVED_BY_MS
-    assert all(new_due <= seen[o] < new_due + OBJECTIVE_MS for o in moved), \
-        f"new versions seen {sorted(seen[o] - new_due for o in moved)} ms after their instant\n{logs}"
+    # On time is the objective's enqueued_at - scheduled_for (the record's timestamp); never visible before.
+    assert all(seen[o] >= new_due and new_due <= enqueued[o] < new_due + OBJECTIVE_MS for o in moved), \
+        f"new versions enqueued {sorted(enqueued[o] - new_due for o in moved)} ms after their instant\n{logs}"
     assert min(seen[o] for o in burst.keys() - never) >= due_ms
 
 
@@ -77,7 +88,7 @@ def test_changes_accepted_while_a_stage_holds_their_occurrences_drop_it_and_it_g
     try:
         due_ms = (math.ceil(time.time()) + 25) * 1000
         burst = create_burst(kafka_bootstrap, unique_prefix, due_ms)
-        wait_for_log(a, "staged 1450 occurrences", due_ms / 1000)
+        wait_for_stage(a, due_ms)
         never, moved = change_staged(kafka_bootstrap, unique_prefix, due_ms)
         wait_for_log(a, "a change was accepted for an occurrence it holds", due_ms / 1000)
         counts = read_all(reader, (burst.keys() - never) | moved.keys(), due_ms + MOVED_BY_MS + 30_000)
@@ -106,9 +117,10 @@ def test_a_kill_with_a_stage_open_and_a_takeover_by_another_instance_sends_only_
         due_ms = (math.ceil(time.time()) + 25) * 1000
         burst = create_burst(kafka_bootstrap, unique_prefix, due_ms)
         reader.until(lambda got: {r.record["occurrence_id"] for r in got} >= early, timeout=30)
-        wait_for_log(a, "staged 1450 occurrences", due_ms / 1000)
+        wait_for_stage(a, due_ms)
         never, moved = change_staged(kafka_bootstrap, unique_prefix, due_ms)
-        wait_for_log(a, f"staged {1450 - 2 * CHANGED} occurrences", due_ms / 1000)
+        wait_for_log(a, "a change was accepted for an occurrence it holds", due_ms / 1000)
+        wait_for_stage(a, due_ms, stages=2)  # staged again without the changed ones: the kill finds it open
         a.kill()
         killed_ms = int(time.time() * 1000)
         assert killed_ms < due_ms - 10_000, "the kill came too late for a takeover before the instant"
