@@ -16,7 +16,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from scheduler.codec import Codec
+from scheduler.codec import Codec, field_default
 from scheduler.engine import instants
 from scheduler.engine.specs import compile_spec
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
@@ -37,7 +37,7 @@ SPEC_DEFAULTS: Record = {
     "end_at_ms": None, "max_fires": None, "dst_gap": "SKIP", "dst_overlap": "FIRST", "priority": "NORMAL",
     "flexible_window_ms": 0, "misfire_policy": "FIRE_ONCE", "catch_up_limit": 10, "max_lateness_ms": 300_000,
     "overlap_policy": "ALLOW", "payload": b"", "max_attempts": 3, "retry_backoff_ms": 1000,
-    "run_timeout_ms": 3_600_000,
+    "run_timeout_ms": 3_600_000, "lease_ms": field_default("ScheduleSpec", "lease_ms"),
 }
 
 

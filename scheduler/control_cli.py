@@ -50,7 +50,7 @@ EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
 
 # CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
 _SPEC_INT_FLAGS = ("max_fires", "catch_up_limit", "max_lateness_ms", "max_attempts", "retry_backoff_ms",
-                   "run_timeout_ms", "flexible_window_ms", "occurrence_deadline_ms")
+                   "run_timeout_ms", "flexible_window_ms", "occurrence_deadline_ms", "lease_ms")
 _SPEC_CHOICE_FLAGS = {"priority": ("HIGH", "NORMAL", "LOW"), "misfire_policy": ("SKIP", "FIRE_ONCE", "CATCH_UP"),
                       "overlap_policy": ("ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"), "dst_gap": ("SKIP", "SHIFT"),
                       "dst_overlap": ("FIRST", "LAST", "BOTH")}

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.client import SPEC_DEFAULTS, ValidationError
+from scheduler.engine.specs import MIN_LEASE_MS
 
 Record = dict[str, Any]
 
@@ -58,6 +59,8 @@ class SpecPatch(_Strict):
     retry_backoff_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
     run_timeout_ms: Annotated[int, Field(ge=1, le=2**40)] | None = None
     occurrence_deadline_ms: Annotated[int, Field(ge=1, le=2**40)] | None = None
+    lease_ms: Annotated[int, Field(ge=MIN_LEASE_MS, le=2**40)] | None = Field(
+        None, description="how long a running attempt holds its occurrence without a heartbeat")
 
     def fields(self) -> Record:
         """The given fields as ScheduleSpec record fields (payload as bytes)."""

@@ -263,8 +263,11 @@ class SchedulerProcess:
                 next_offsets[source] = msg.offset() + 1
                 getattr(task, self._handlers[msg.topic()])(msg.key(), msg.value(), msg.offset(), now_ms)
             phases.append(time.perf_counter())
+            drained = len(messages) < self.config.input_batch  # a backlog of heartbeats is not silence
             for task in self.tasks.values():
                 task.slots.expire(task.txn, now_ms)
+                if drained:
+                    task.expire_leases(now_ms)
             backlog = self._dispatch(now_ms)
             phases.append(time.perf_counter())
             # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
@@ -361,7 +364,8 @@ class SchedulerProcess:
         return max(0.0, wait_ms / 1000.0)
 
     def _has_due_work(self, now_ms: int) -> bool:
-        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) for task in self.tasks.values())
+        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) or task.has_expired_lease(now_ms)
+                                                for task in self.tasks.values())
 
     def _due_entries(self, now_ms: int) -> bool:
         for task in self.tasks.values():
