@@ -73,6 +73,9 @@ def single_node_settings() -> dict[str, str]:
         "share.coordinator.state.topic.min.isr": "1",
         "share.coordinator.state.topic.num.partitions": "4",
         "group.initial.rebalance.delay.ms": "0",
+        # Workers may detect a dead member faster than Kafka's 6 s floor: a retry after a lost lease
+        # lands on the dead worker's partition, read again only once the group has noticed.
+        "group.min.session.timeout.ms": "1000",
         # After a crash the restarted node may re-register only once its old session expired (default 9 s).
         "broker.session.timeout.ms": "4000",
         "broker.heartbeat.interval.ms": "1000",
