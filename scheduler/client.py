@@ -85,6 +85,7 @@ ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
     "MALFORMED_RECORD": ValidationError,
     "UNKNOWN_SCHEDULE": NotFound,
     "UNKNOWN_OCCURRENCE": NotFound,
+    "UNKNOWN_TENANT": NotFound,
     "VERSION_CONFLICT": VersionConflict,
     "ALREADY_EXISTS": Conflict,
     "INVALID_STATE": Conflict,

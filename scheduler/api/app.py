@@ -159,7 +159,7 @@ def create_app(plane: ControlPlane, keys: KeyStore) -> FastAPI:
 
     def registered(tenant: str) -> None:
         if plane.tenants.view.get(tenant) is None:
-            raise _not_found(f"tenant {tenant!r}")
+            raise ApiError(404, "UNKNOWN_TENANT", f"tenant {tenant!r} is not registered")
 
     def schedule_of(tenant: str, schedule_id: str) -> Record:
         state = plane.schedules.get(tenant, schedule_id)

@@ -32,6 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
                           "stage's lead, and with it how long other occurrences in its partitions wait")
+    run.add_argument("--open-tenants", action="store_true",
+                     help="take commands for any tenant name, creating its topics on first sight, with the "
+                          "engine's default quotas (development, the demo); by default a tenant must be "
+                          "registered (`scheduler tenants register`) or its commands are rejected with UNKNOWN_TENANT")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -57,6 +61,7 @@ def _run(args: argparse.Namespace) -> int:
         trigger_rate_per_s=args.trigger_rate,
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,
+        open_tenants=args.open_tenants,
     )
     process = SchedulerProcess(config)
     if args.metrics_port:

@@ -40,6 +40,7 @@ TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
 # Batching of the engine's transactional producers; the benches' ceilings use the same.
 PRODUCER_BATCHING = {"linger.ms": 5, "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
                      "compression.type": "lz4"}
+TENANT_CATCH_UP_S = 5.0  # longest wait for the tenants view before a command of an unknown tenant is refused
 SCAN_FACTOR = 4  # due entries a partition's scan may pass over (held by max_concurrency) per entry offered
 
 
@@ -63,6 +64,9 @@ class EngineConfig:
     max_active_schedules: int = 2**62
     max_concurrency: int | None = None  # of a tenant not in the tenants topic; None: not counted
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
+    # False (strict): commands of a tenant not in the tenants topic are rejected with UNKNOWN_TENANT and
+    # nothing of it is created; True: any tenant name is taken, with the defaults above (development, demo).
+    open_tenants: bool = False
     transaction_timeout_ms: int = 30_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
@@ -204,7 +208,8 @@ class SchedulerProcess:
                 partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
                 self._ensure_tenant, self._retry_allowed,
                 lambda tenant: self._quota(tenant, "max_active_schedules"),
-                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions)
+                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions,
+                self._tenant_registered)
         self.metrics.assigned(assigned, len(self.tasks))
         log.info("assigned partitions %s", assigned)
 
@@ -222,6 +227,17 @@ class SchedulerProcess:
     def _quota(self, tenant: str, name: str) -> Any:
         found = self.tenants.get(tenant) if self.tenants is not None else None
         return found[name] if found is not None else self.tenant_defaults[name]
+
+    def _tenant_registered(self, tenant: str) -> bool:
+        """Asked before a command of `tenant` is applied. A tenant missing from the followed view may have
+        been registered just before its first command: the view catches up before the answer is no."""
+        if self.config.open_tenants:
+            return True
+        assert self.tenants is not None
+        if self.tenants.get(tenant) is not None:
+            return True
+        self.tenants.wait_caught_up(TENANT_CATCH_UP_S)
+        return self.tenants.get(tenant) is not None
 
     def _trigger_rate(self, tenant: str) -> float:
         override = self.config.tenant_trigger_rates.get(tenant)

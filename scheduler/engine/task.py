@@ -52,6 +52,9 @@ MAX_BACKFILL = 1000
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
                 "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
 RANKS_KEPT = 100_000
+# Commands that only stop work are still taken for a tenant no longer registered (deleted with --force),
+# so its leftover schedules can be wound down; every other command of an unregistered tenant is refused.
+STOPPING = frozenset({"PAUSE", "CANCEL"})
 LOST_KEPT = 20  # lost attempts a schedule's view names, for the workers that may still run them
 
 
@@ -60,7 +63,7 @@ class SchedulerTask:
                  tenant_topic: Callable[[str, str, str | None], str], horizon_ms: int,
                  ensure_tenant: Callable[[str], None], retry_allowed: Callable[[str, int], bool],
                  max_active_schedules: Callable[[str], int], max_concurrency: Callable[[str], int | None],
-                 partitions: int) -> None:
+                 partitions: int, tenant_registered: Callable[[str], bool] = lambda tenant: True) -> None:
         self.partition = partition
         self.store = store
         self.topics = topics
@@ -72,6 +75,7 @@ class SchedulerTask:
         self.max_active_schedules = max_active_schedules  # tenant -> its quota
         self.max_concurrency = max_concurrency  # tenant -> its running-slot quota, None: unlimited
         self.partitions = partitions            # of the schedule topics, for the running-slot ledger
+        self.tenant_registered = tenant_registered  # tenant -> in the registry (always True with --open-tenants)
         self.slots = running_slots.RunningSlots(max_concurrency)
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
@@ -140,6 +144,10 @@ class SchedulerTask:
         if key is None or key.decode(errors="replace") != command["schedule_id"]:
             self._reject_malformed(key, "record key must equal the command's schedule_id", source, now_ms,
                                    command)
+            return
+        if command["type"] not in STOPPING and not self.tenant_registered(command["tenant"]):
+            self._send_result(key, result_record(command, "REJECTED", now_ms, reason="UNKNOWN_TENANT",
+                                                 message=f"tenant {command['tenant']!r} is not registered"))
             return
         current = self._schedule(command["schedule_id"])
         manual = {"RERUN": self._rerun, "TRIGGER": self._trigger, "BACKFILL": self._backfill}.get(command["type"])
