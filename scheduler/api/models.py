@@ -130,6 +130,11 @@ class TenantIn(Quotas):
     tenant: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")]
 
 
+class KeyIn(_Strict):
+    tenant: str | None = Field(None, description="the tenant the key acts for")
+    admin: bool = Field(False, description="an admin key instead (no tenant)")
+
+
 class Error(BaseModel):
     code: str
     message: str
