@@ -359,7 +359,9 @@ def _grant_text(granted: Record) -> str:
 def api_serve(args: argparse.Namespace) -> int:
     from scheduler.api.server import serve  # uvicorn and FastAPI load only for the server
 
-    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValidationError("USAGE", "give both --tls-cert and --tls-key, or neither")
+    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout, args.tls_cert, args.tls_key)
     return EXIT_OK
 
 
@@ -491,6 +493,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     api.add_argument("--host", default="127.0.0.1")
     api.add_argument("--port", type=int, default=8080)
     api.add_argument("--keys", type=Path, help=KEYS_HELP)
+    api.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    api.add_argument("--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert")
     api.set_defaults(handler=_guarded(api_serve))
     api_verbs = api.add_subparsers(dest="verb")
     keys = api_verbs.add_parser("keys", help="create, list or revoke API keys")

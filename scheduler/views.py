@@ -168,10 +168,11 @@ class ScheduleView(CompactedView):
 
     schema = "ScheduleState"
 
-    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self._by_id: dict[str, Record] = {}
         self._by_tenant: dict[str, dict[str, Record]] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("schedules", prefix), codec)
+        super().__init__(bootstrap, Topology.load().topic_name("schedules", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         current = self._by_id.get(key)
@@ -227,9 +228,10 @@ class OccurrenceView(CompactedView):
 
     schema = "OccurrenceStatus"
 
-    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self._by_id: dict[str, Record] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec)
+        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         self._by_id[key] = record
@@ -249,9 +251,10 @@ class TenantView(CompactedView):
 
     schema = "Tenant"
 
-    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self._by_name: dict[str, Record] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("tenants", prefix), codec)
+        super().__init__(bootstrap, Topology.load().topic_name("tenants", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         self._by_name[key] = record

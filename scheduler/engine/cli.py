@@ -36,12 +36,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="take commands for any tenant name, creating its topics on first sight, with the "
                           "engine's default quotas (development, the demo); by default a tenant must be "
                           "registered (`scheduler tenants register`) or its commands are rejected with UNKNOWN_TENANT")
+    run.add_argument("--client-config", type=Path, metavar="FILE",
+                     help="librdkafka settings (key=value lines) for every client of the process, e.g. "
+                          "security.protocol=SASL_SSL, sasl.* and ssl.ca.location (docs/operations.md)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from scheduler.engine.runtime import EngineConfig, SchedulerProcess
+    from scheduler.worker.cli import read_client_config
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
@@ -62,6 +66,7 @@ def _run(args: argparse.Namespace) -> int:
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,
         open_tenants=args.open_tenants,
+        client_config=read_client_config(args.client_config) if args.client_config else {},
     )
     process = SchedulerProcess(config)
     if args.metrics_port:

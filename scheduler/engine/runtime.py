@@ -28,6 +28,7 @@ from scheduler.engine.restore import restore_partition
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask, TaskTopics
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
+from scheduler.kafka_clients import connection
 from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.topology import Topology
@@ -67,6 +68,9 @@ class EngineConfig:
     # False (strict): commands of a tenant not in the tenants topic are rejected with UNKNOWN_TENANT and
     # nothing of it is created; True: any tenant name is taken, with the defaults above (development, demo).
     open_tenants: bool = False
+    # librdkafka settings for every client of the process (SASL_SSL credentials, CA file); the engine's own
+    # settings (transactions, isolation, group) are refused there (scheduler.kafka_clients.client_settings).
+    client_config: dict[str, str] = field(default_factory=dict)
     transaction_timeout_ms: int = 30_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
@@ -118,7 +122,7 @@ class SchedulerProcess:
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
         self._stop = threading.Event()
         self._held_up = False  # the last turn had due work and could send none of it
-        common = {"bootstrap.servers": config.bootstrap_servers}
+        common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
         self.consumer = Consumer({
             **common,
@@ -156,8 +160,9 @@ class SchedulerProcess:
     # -- lifecycle --------------------------------------------------------------
 
     def run(self) -> None:
-        ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
-        self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec)
+        ensure_topics(self._common, self.topology, self.config.prefix)
+        self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec,
+                                  self.config.client_config)
         self.known_tenants.update(self._existing_tenants())
         self.producer.init_transactions(30)
         # At once, not at the first stage: a stage the previous incarnation left open is aborted now.
@@ -192,7 +197,7 @@ class SchedulerProcess:
 
     def _ensure_tenant(self, tenant: str) -> None:
         if tenant not in self.known_tenants:
-            ensure_tenant_topics(self.config.bootstrap_servers, self.topology, self.config.prefix, tenant)
+            ensure_tenant_topics(self._common, self.topology, self.config.prefix, tenant)
             self.known_tenants.add(tenant)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
