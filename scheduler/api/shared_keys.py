@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from scheduler.api.keys import Principal, _digest, check_key, new_key
 from scheduler.client import NotFound, Unavailable
 from scheduler.codec import Codec
-from scheduler.kafka_clients import client_settings, connection
+from scheduler.kafka_clients import client_settings, connection, delivered_or_why
 from scheduler.tenants import validate_tenant_name
 from scheduler.topology import Topology
 from scheduler.views import ApiKeyView
@@ -74,9 +74,7 @@ class SharedKeyStore:
 
     def _write(self, key_id: str, record: Record | None) -> None:
         value = None if record is None else self.codec.encode("ApiKey", record)
-        failures: list[str] = []
-        self.producer.produce(self.topic, value, key_id.encode(),
-                              on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
-        if self.producer.flush(self.timeout_s) or failures:
-            raise Unavailable("UNAVAILABLE", f"could not write to {self.topic}: {failures or 'timeout'}")
+        failed = delivered_or_why(self.producer, self.topic, key_id.encode(), value, self.timeout_s)
+        if failed is not None:
+            raise Unavailable("UNAVAILABLE", failed)
         self._caught_up()  # read-your-writes on this server
