@@ -193,10 +193,12 @@ Two paths lead there. Attempt 1 again: the group gave the dead worker's partitio
 (session timeout, then a rebalance) before the lease expired, the survivor read the uncommitted
 record again and its STARTED took the lease over (the dead token is fenced). Attempt 2: the lease
 expired first, the scheduler recorded LOST and dispatched the retry, which the survivor reads once
-it owns the partition (the retry is keyed by schedule_id, like the first attempt). Either way the
-time is about max(session timeout + rebalance, lease left since the last heartbeat + a turn +
-backoff): in consumer-group mode the lease bounds the wait only with a session timeout below it; it
-is what frees a worker that is alive but stuck (SIGSTOP in `tests/integration/test_leases.py`).
+it owns the partition (the retry is keyed by schedule_id, like the first attempt). So in
+consumer-group mode the wait is at least the group's failure detection (session timeout + rebalance),
+and with a session timeout below the lease it is at most the lease left since the last heartbeat +
+a turn + the backoff: the lease decides which attempt runs, and it is what frees an occurrence held
+by a worker that is alive but stuck (SIGSTOP in `tests/integration/test_leases.py`), which no group
+timeout notices.
 """
 
 
