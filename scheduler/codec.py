@@ -157,13 +157,6 @@ def _default_codec() -> Codec:
     return Codec.from_directory(schema_dir())
 
 
-@functools.cache
-def field_default(record: str, field: str) -> Any:
-    """The default the installed schema gives `record.field`: the wire's value, never retyped."""
-    fields = _default_codec().schema(record).parsed["fields"]
-    return next(f["default"] for f in fields if f["name"] == field)
-
-
 class RegistryCodec:
     """Confluent Schema Registry framing (magic 0, schema id, Avro body) via confluent_kafka.
 

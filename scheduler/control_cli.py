@@ -37,6 +37,7 @@ from scheduler.config import Settings
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.timing.instants import format_utc, parse_instant
+from scheduler import vocabulary
 from scheduler.topology import Topology
 from scheduler.views import ScheduleView, ViewUnavailable
 
@@ -55,12 +56,12 @@ KEYS_HELP = ("API key file, for a single server (default: the keys shared by eve
              "compacted <prefix>.api-keys topic)")
 
 # CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
-_SPEC_INT_FLAGS = ("max_fires", "catch_up_limit", "max_lateness_ms", "max_attempts", "retry_backoff_ms",
-                   "run_timeout_ms", "flexible_window_ms", "occurrence_deadline_ms", "lease_ms")
-_SPEC_CHOICE_FLAGS = {"priority": ("HIGH", "NORMAL", "LOW"), "misfire_policy": ("SKIP", "FIRE_ONCE", "CATCH_UP"),
-                      "overlap_policy": ("ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"), "dst_gap": ("SKIP", "SHIFT"),
-                      "dst_overlap": ("FIRST", "LAST", "BOTH")}
+# The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, choices.
 _SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
+_SPEC_INT_FLAGS = tuple(name for name in vocabulary.integer_fields("ScheduleSpec")
+                        if name not in _SPEC_INSTANT_FLAGS.values())
+_SPEC_CHOICE_FLAGS = {name: vocabulary.choices(enum) for name, enum in vocabulary.enum_fields("ScheduleSpec").items()
+                      if name != "kind"}
 
 
 def instant_ms(text: str) -> int:
@@ -427,7 +428,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     get.add_argument("schedule_id")
     listing = _add(verbs, "list", schedules_list, "list a tenant's schedules")
     _tenant_arg(listing)
-    listing.add_argument("--state", type=str.upper, choices=("ACTIVE", "PAUSED", "CANCELED", "COMPLETED"))
+    listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
     update = _add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     _tenant_arg(update)
     update.add_argument("schedule_id")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from scheduler.codec import field_default
+from scheduler import vocabulary
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
 
@@ -26,7 +26,7 @@ Record = dict[str, Any]
 HISTORY_LIMIT = 20
 MAX_BACKOFF_MS = 3_600_000
 FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELED", "MISSED", "SKIPPED_OVERLAP"})
-DEFAULT_LEASE_MS: int = field_default("ScheduleSpec", "lease_ms")
+DEFAULT_LEASE_MS: int = vocabulary.field_defaults("ScheduleSpec")["lease_ms"]
 
 
 @dataclass(frozen=True)

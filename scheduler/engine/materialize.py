@@ -46,14 +46,14 @@ def plan(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, 
     schedule has no fires left), so a schedule is never materialized twice.
     """
     result = Plan(fired_count=fired_count)
-    window_ms = spec_record.get("flexible_window_ms", 0)
-    max_lateness_ms = spec_record.get("max_lateness_ms", 0)
+    window_ms = spec_record["flexible_window_ms"]
+    max_lateness_ms = spec_record["max_lateness_ms"]
     cursor = to_datetime(cursor_ms)
     late_fires: list[Fire] = []
     if cursor_ms < now_ms:
         decision = resolve_misfire(
             spec, cursor, to_datetime(now_ms), timedelta(milliseconds=max_lateness_ms),
-            spec_record.get("misfire_policy", "FIRE_ONCE"), spec_record.get("catch_up_limit", 0),
+            spec_record["misfire_policy"], spec_record["catch_up_limit"],
             fired_before=fired_count,
         )
         if decision.missed_count:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -143,13 +144,8 @@ class SchedulerProcess:
             **PRODUCER_BATCHING,
         }
         self.producer = Producer(self._producer_conf)
-        self._stage_conf = {
-            **self._producer_conf,
-            "transactional.id": f"{prefix}.scheduler.{config.instance_id}.stage",
-            "transaction.timeout.ms": config.stage_max_lead_ms + config.transaction_timeout_ms,
-            "queue.buffering.max.messages": 2_000_000,
-        }
-        self._stager: Producer | None = None  # the second producer, for staged bursts
+        # Stage producers, one per owned partition (see _open_stagers); a stage uses the one of its lowest partition.
+        self._stagers: dict[int, Producer] = {}
         self._stage: Stage | None = None
         self._stage_rate = config.stage_rate_per_s
         self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
@@ -165,8 +161,6 @@ class SchedulerProcess:
                                   self.config.client_config)
         self.known_tenants.update(self._existing_tenants())
         self.producer.init_transactions(30)
-        # At once, not at the first stage: a stage the previous incarnation left open is aborted now.
-        self._stager = self._new_stager()
         self._handlers = {self.topics.commands: "on_command", self.topics.attempts: "on_attempt",
                           self.topics.admissions: "on_admission_request",
                           self.topics.admission_results: "on_admission_result"}
@@ -188,6 +182,7 @@ class SchedulerProcess:
             for task in self.tasks.values():
                 task.store.close()
             self.tasks.clear()
+            self._stagers.clear()
             self.producer.flush(5)
 
     def _existing_tenants(self) -> set[str]:
@@ -202,12 +197,14 @@ class SchedulerProcess:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assigned = sorted({tp.partition for tp in partitions})
+        self._open_stagers([p for p in assigned if p not in self.tasks])
         for partition in assigned:
             if partition in self.tasks:
                 continue
             store = PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
             with self.metrics.restore():
-                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec)
+                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec,
+                                            on_wait=self.metrics.restore_waiting)
             self.metrics.restored(applied)
             self.tasks[partition] = SchedulerTask(
                 partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
@@ -226,6 +223,7 @@ class SchedulerProcess:
             task = self.tasks.pop(partition, None)
             if task is not None:
                 task.store.close()
+            self._stagers.pop(partition, None)
         self.metrics.revoked(revoked, len(self.tasks))
         log.info("revoked partitions %s", revoked)
 
@@ -296,6 +294,9 @@ class SchedulerProcess:
             for task in self.tasks.values():
                 task.settle_running_slots(now_ms)
                 task.materialize_due(now_ms, budget)
+                task.delete_staged(self.config.stage_chunk)
+            if self._stage is not None and any(task.contradicts_stage() for task in self.tasks.values()):
+                self._drop_stage("a change was accepted for an occurrence it holds")
             phases.append(time.perf_counter())
             changelog_offsets = self._produce_outputs()
             phases.append(time.perf_counter())
@@ -385,7 +386,8 @@ class SchedulerProcess:
         return max(0.0, wait_ms / 1000.0)
 
     def _has_due_work(self, now_ms: int) -> bool:
-        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) or task.has_expired_lease(now_ms)
+        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) or task.has_staged_to_delete()
+                                                or task.has_expired_lease(now_ms)
                                                 for task in self.tasks.values())
 
     def _due_entries(self, now_ms: int) -> bool:
@@ -465,8 +467,6 @@ class SchedulerProcess:
         """Between turns (no transaction open on the main producer): start, fill or commit the stage."""
         stage = self._stage
         if stage is None:
-            for task in self.tasks.values():
-                task.delete_staged(self.config.stage_chunk)
             burst = self._next_burst(now_ms)
             if burst is None:
                 return
@@ -492,28 +492,41 @@ class SchedulerProcess:
         return staging.choose(self._burst_counts[1], now_ms, self.config.stage_min, self._stage_rate,
                               self.config.stage_max_lead_ms)
 
-    def _new_stager(self) -> Producer:
-        """Initialising the stage's transactional id aborts any stage an earlier producer with it left open
-        (a crashed incarnation, or one whose abort failed), which would otherwise hold back the readers of
-        its partitions until its transaction timeout."""
-        stager = Producer(self._stage_conf)
+    def _stage_conf(self, partition: int) -> dict[str, Any]:
+        return {**self._producer_conf,
+                "transactional.id": staging.transactional_id(self.config.prefix, partition),
+                "transaction.timeout.ms": self.config.stage_max_lead_ms + self.config.transaction_timeout_ms,
+                "queue.buffering.max.messages": 2_000_000}
+
+    def _new_stager(self, partition: int) -> Producer:
+        """Initialising a partition's stage id fences every earlier producer with it and aborts the stage it
+        left open (a crashed owner of any instance id, or an abort that failed), which would otherwise hold
+        back the readers of the stage's partitions until its transaction timeout."""
+        stager = Producer(self._stage_conf(partition))
         stager.init_transactions(30)
         return stager
 
+    def _open_stagers(self, partitions: list[int]) -> None:
+        """Before newly assigned partitions are restored: the stage producers named after them, so that a stage
+        the previous owner left open is aborted now, whatever that owner's instance id."""
+        with ThreadPoolExecutor(max_workers=max(1, len(partitions))) as pool:
+            self._stagers.update(zip(partitions, pool.map(self._new_stager, partitions)))
+
     def _begin_stage(self, due_ms: int, now_ms: int) -> Stage:
-        if self._stager is None:  # making one after a failed abort failed too
-            self._stager = self._new_stager()
-        self._stager.begin_transaction()
+        producer_partition = min(self.tasks)
+        if producer_partition not in self._stagers:  # making one after a failed abort failed too
+            self._stagers[producer_partition] = self._new_stager(producer_partition)
+        self._stagers[producer_partition].begin_transaction()
         first, end = staging.instant_range(due_ms)
-        stage = self._stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms)
+        stage = self._stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
+                                    producer_partition)
         counted = self._burst_counts[1].get(due_ms, 0) if self._burst_counts else 0
         log.info("staging the burst due at %d (%d entries, %.1f s ahead)", due_ms, counted, (due_ms - now_ms) / 1000)
         return stage
 
     def _fill_stage(self, stage: Stage) -> None:
-        assert self._stager is not None
-        produce = self._stager.produce
-        changelog = self.topics.changelogs["timeline"]
+        stager = self._stagers[stage.producer_partition]
+        produce = stager.produce
         for partition, share in stage.shares(self.config.stage_chunk).items():
             task = self.tasks[partition]
 
@@ -525,35 +538,30 @@ class SchedulerProcess:
                 stage.tokens[tenant] += 1
                 return True
 
-            part = stage.partitions[partition]
-            before = len(part.sent)
-            for entry in task.stage(part, share, accept):
-                self._produce_staged(produce, entry.topic, entry.occurrence, entry.schedule_id.encode(),
+            for entry in task.stage(stage.partitions[partition], share, accept):
+                self._produce_staged(stager, entry.topic, entry.occurrence, entry.schedule_id.encode(),
                                      timestamp=stage.due_ms)
-            for key, _ in part.sent[before:]:
-                self._produce_staged(produce, changelog, None, key, partition=partition)
-        self._stager.poll(0)
+        stager.poll(0)
         if stage.complete:
             stage.completed_ms = int(self.clock() * 1000)
             log.info("staged %d occurrences due at %d in %.1f s", stage.count, stage.due_ms,
                      (stage.completed_ms - stage.started_ms) / 1000)
 
-    def _produce_staged(self, produce: Callable[..., None], topic: str, value: bytes | None, key: bytes,
-                        **kwargs: Any) -> None:
+    @staticmethod
+    def _produce_staged(stager: Producer, topic: str, value: bytes | None, key: bytes, **kwargs: Any) -> None:
         while True:
             try:
-                produce(topic, value, key, **kwargs)
+                stager.produce(topic, value, key, **kwargs)
                 return
             except BufferError:  # the local queue is full: let deliveries drain it
-                assert self._stager is not None
-                self._stager.poll(0.05)
+                stager.poll(0.05)
 
     def _commit_stage(self) -> None:
         stage = self._stage
-        assert stage is not None and self._stager is not None
+        assert stage is not None
         started = time.perf_counter()
         try:
-            self._stager.commit_transaction(self.config.transaction_timeout_ms / 1000)
+            self._stagers[stage.producer_partition].commit_transaction(self.config.transaction_timeout_ms / 1000)
         except KafkaException as exc:
             self._drop_stage(f"its commit failed: {exc.args[0]}")
             return
@@ -571,19 +579,22 @@ class SchedulerProcess:
     def _drop_stage(self, reason: str) -> None:
         """Abort the stage: its occurrences are still in the timeline and go the ordinary way."""
         stage, self._stage = self._stage, None
-        if stage is None or self._stager is None:
+        if stage is None:
             return
         log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)
+        stager = self._stagers.get(stage.producer_partition)
         try:
-            self._stager.abort_transaction(30)
+            if stager is not None:
+                stager.abort_transaction(30)
         except KafkaException as exc:
             log.warning("stage abort failed (%s); a new stage producer aborts it", exc.args[0])
-            self._stager.purge()
-            self._stager = None
-            try:
-                self._stager = self._new_stager()
-            except KafkaException as retry:
-                log.warning("no new stage producer yet (%s); the next stage makes one", retry.args[0])
+            stager.purge()
+            del self._stagers[stage.producer_partition]
+            if stage.producer_partition in self.tasks:
+                try:
+                    self._stagers[stage.producer_partition] = self._new_stager(stage.producer_partition)
+                except KafkaException as retry:
+                    log.warning("no new stage producer yet (%s); the next stage makes one", retry.args[0])
         for tenant, n in stage.tokens.items():
             self.trigger_limits.bucket(tenant).tokens += n
         for partition in stage.partitions:

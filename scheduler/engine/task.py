@@ -18,7 +18,7 @@ from typing import Any
 from scheduler.codec import DecodeError
 from scheduler.engine import leases, materialize, overlap, running_slots, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt, lease_ms
-from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, result_record
+from scheduler.engine.commands import MAX_BACKFILL, HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.specs import compile_spec
@@ -47,7 +47,6 @@ class TaskTopics:
     changelogs: dict[str, str]  # store -> changelog topic
 
 
-MAX_BACKFILL = 1000
 # The occurrence state an event about one occurrence leaves it in, so it can be looked up by id.
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
                 "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
@@ -114,11 +113,11 @@ class SchedulerTask:
             lane = key[:1]
             if value is not None and lane in self._floor and key < self._floor[lane]:
                 self._floor[lane] = key
-            if value is not None and lane == DISPATCH:
+            if lane == DISPATCH:
                 staged = self._staged
-                if staged is not None and staged.start <= key < staged.end:
+                if value is not None and staged is not None and staged.start <= key < staged.end:
                     self._staged_puts[key] = value
-                self._sent_staged.discard(key)  # written anew: live, whatever a stage sent under this key
+                self._sent_staged.discard(key)  # deleted, or written anew: live, whatever a stage sent under it
         self.store.write(self.txn.changes, offsets)
         self.reset()
 
@@ -490,11 +489,21 @@ class SchedulerTask:
                     yield ref, key
 
     def _drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
+        """The change wins over the old version's occurrences not yet sent, even those already due (their
+        partition was behind or failing over): each is reported, saying which it was."""
         for ref, key in list(self._pending_keys(state)):
             entry = LocalEntry.unpack(self.txn.get("timeline", key) or b"")
             self.txn.delete("timeline", key)
-            self._event(state, kind, f"version {state['version']} superseded", now_ms,
-                        occurrence_id=entry.occurrence_id, scheduled_for_ms=ref["scheduled_for_ms"])
+            overdue_ms = now_ms - ref["due_ms"]
+            if overdue_ms >= 0:
+                # SKIPPED_PAUSED is for fires due while paused; this one was due before the pause.
+                reported = "INVALIDATED" if kind == "SKIPPED_PAUSED" else kind
+                reason = (f"version {state['version']} superseded; due {overdue_ms} ms before the change was "
+                          "accepted, not yet dispatched")
+            else:
+                reported, reason = kind, f"version {state['version']} superseded"
+            self._event(state, reported, reason, now_ms, occurrence_id=entry.occurrence_id,
+                        scheduled_for_ms=ref["scheduled_for_ms"])
 
     def _occurrence_record(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int,
                            attempt: int, dst_rule: str | None, catch_up: bool, version: int) -> Record:
@@ -695,6 +704,7 @@ class SchedulerTask:
             _, overlap_policy, tenant = LocalEntry.head(raw)
             if accept(overlap_policy, tenant):
                 part.sent.append((key, raw))
+                part.sent_keys.add(key)
                 taken.append(LocalEntry.unpack(raw))
             elif part.first_skipped is None:
                 part.first_skipped = key
@@ -706,22 +716,32 @@ class SchedulerTask:
         (`delete_staged`: at the instant the CPU is better spent on the readers and the broker); until then
         scans skip them and start past them where nothing live lies in between."""
         written = self._staged_puts if self._staged is part else {}
-        for key, raw in part.sent:
-            if written.get(key, raw) == raw:  # unchanged since staged, or written before the stage read it
-                self._sent_staged.add(key)
+        # Every sent entry is unchanged since staged: a change to one drops the stage (contradicts_stage).
+        self._sent_staged.update(key for key, _ in part.sent)
         low = min([part.resume_floor(), *written])
         if self._floor[DISPATCH] >= part.start:
             self._floor[DISPATCH] = max(self._floor[DISPATCH], low)
         self._staged, self._staged_puts = None, {}
 
-    def delete_staged(self, budget: int) -> bool:
-        """Delete up to `budget` entries a stage sent; True while some are left. An entry written anew since
-        (an update's new version at the same key) is no longer among them: `committed` took it out."""
-        chunk = list(itertools.islice(self._sent_staged, budget))
-        self._sent_staged.difference_update(chunk)
-        if chunk:
-            self.store.write({"timeline": dict.fromkeys(chunk)}, {})
+    def delete_staged(self, budget: int) -> None:
+        """Delete, in this turn's transaction, up to `budget` entries a stage sent (their changelog tombstones
+        included: a stage carries none). An entry written anew since (an update's new version at the same
+        key) is no longer among them: `committed` took it out, as it takes out those deleted here."""
+        for key in itertools.islice(self._sent_staged, budget):
+            if not self.txn.is_deleted("timeline", key):
+                self.txn.delete("timeline", key)
+
+    def has_staged_to_delete(self) -> bool:
         return bool(self._sent_staged)
+
+    def contradicts_stage(self) -> bool:
+        """Whether this turn changed an entry the open stage has already produced (a cancel, an update, a
+        pause): committing the change while the stage still holds the old occurrence would let the stage
+        send it after the change's ACCEPTED result."""
+        staged = self._staged
+        if staged is None or not staged.sent_keys:
+            return False
+        return any(key in staged.sent_keys for key in self.txn.changes["timeline"])
 
     def stage_dropped(self) -> None:
         self._staged, self._staged_puts = None, {}

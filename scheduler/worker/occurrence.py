@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler.codec import field_default
+from scheduler import vocabulary
 
-DEFAULT_LEASE_MS: int = field_default("Occurrence", "lease_ms")
+DEFAULT_LEASE_MS: int = vocabulary.field_defaults("Occurrence")["lease_ms"]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 
