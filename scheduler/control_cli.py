@@ -97,6 +97,7 @@ def _spec_args(parser: argparse.ArgumentParser, kind_required: bool) -> None:
     kind.add_argument("--cron", help='five-field cron expression, e.g. "0 9 * * MON-FRI"')
     kind.add_argument("--every", help="fixed rate, e.g. 90m (anchored at --anchor, default: creation)")
     kind.add_argument("--at", help="one-shot: an RFC 3339 instant or a local date-time in --tz")
+    kind.add_argument("--rrule", help='RFC 5545 rule, e.g. "DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU"')
     parser.add_argument("--tz", dest="time_zone", help="IANA time zone (default UTC)")
     for flag in _SPEC_INSTANT_FLAGS:
         parser.add_argument(f"--{flag}", type=instant_ms, help=f"{flag} instant (RFC 3339 or epoch ms)")
@@ -117,6 +118,8 @@ def spec_fields(args: argparse.Namespace) -> Record:
         fields.update(kind="RATE", expression=every)
     elif args.at is not None:
         fields.update(kind="ONCE", expression=args.at)
+    elif args.rrule is not None:
+        fields.update(kind="RRULE", expression=args.rrule)
     for name in ("time_zone", *_SPEC_INT_FLAGS, *_SPEC_CHOICE_FLAGS):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
@@ -270,7 +273,7 @@ def schedules_preview(args: argparse.Namespace) -> int:
     else:
         fields = spec_fields(args)
         if "kind" not in fields:
-            raise ValidationError("USAGE", "give a schedule id or one of --cron, --every, --at")
+            raise ValidationError("USAGE", "give a schedule id or one of --cron, --every, --at, --rrule")
         spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
         fires = preview(spec, args.count, args.after)
     return _emit(args, fires, _fires_text)

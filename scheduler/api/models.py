@@ -21,6 +21,7 @@ Record = dict[str, Any]
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_EXPRESSION = 10_000  # an RRULE's EXDATE list (holidays for years ahead) outgrows a cron line
 
 # Epoch ms within the calendar's years 1..9999 (what datetime, hence the time logic, handles).
 Ms = Annotated[int, Field(ge=-62_135_596_800_000, le=253_402_300_799_999)]
@@ -38,7 +39,7 @@ class SpecPatch(_Strict):
     """Schedule spec fields; in a PATCH only those given change."""
 
     kind: SpecKind | None = None
-    expression: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    expression: Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION)] | None = None
     time_zone: Annotated[str, Field(min_length=1, max_length=100)] | None = None
     anchor_at_ms: Ms | None = None
     start_at_ms: Ms | None = None
@@ -46,6 +47,7 @@ class SpecPatch(_Strict):
     max_fires: Annotated[int, Field(ge=1, le=INT64)] | None = None
     dst_gap: Literal[vocabulary.choices("DstGapPolicy")] | None = None  # type: ignore[valid-type]
     dst_overlap: Literal[vocabulary.choices("DstOverlapPolicy")] | None = None  # type: ignore[valid-type]
+    month_end: Literal[vocabulary.choices("MonthEndPolicy")] | None = None  # type: ignore[valid-type]
     priority: Literal[vocabulary.choices("Priority")] | None = None  # type: ignore[valid-type]
     flexible_window_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
     misfire_policy: Literal[vocabulary.choices("MisfirePolicy")] | None = None  # type: ignore[valid-type]
@@ -85,7 +87,7 @@ class SpecIn(SpecPatch):
     """A full schedule spec: kind and expression are required, the rest has defaults."""
 
     kind: SpecKind
-    expression: Annotated[str, Field(min_length=1, max_length=1000)]
+    expression: Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION)]
 
     def record(self) -> Record:
         return {**SPEC_DEFAULTS, **self.fields()}

@@ -49,7 +49,7 @@ class TaskTopics:
 
 # The occurrence state an event about one occurrence leaves it in, so it can be looked up by id.
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
-                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
+                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP", "EXCLUDED": "CANCELED"}
 RANKS_KEPT = 100_000
 # Commands that only stop work are still taken for a tenant no longer registered (deleted with --force),
 # so its leftover schedules can be wound down; every other command of an unregistered tenant is refused.
@@ -538,12 +538,15 @@ class SchedulerTask:
         })
         return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms, "rank": rank}
 
-    def _materialize(self, state: Record, cursor_ms: int, now_ms: int) -> Record:
+    def _materialize(self, state: Record, cursor_ms: int, now_ms: int, recorded_until_ms: int | None = None) -> Record:
         spec = compile_spec(state["spec"])
         planned = materialize.plan(spec, state["spec"], state["schedule_id"], state["version"], cursor_ms,
-                                   state["fired_count"], now_ms, self.horizon_ms)
+                                   state["fired_count"], now_ms, self.horizon_ms, recorded_until_ms)
         if planned.misfire is not None:
             self._emit_missed(state, planned.misfire, "MISSED", "later than max_lateness (misfire policy)", now_ms)
+        for skipped in planned.excluded:
+            self._event(state, "EXCLUDED", "an EXDATE of the schedule's recurrence rule", now_ms,
+                        occurrence_id=skipped.occurrence_id, scheduled_for_ms=skipped.scheduled_for_ms)
         pending = [ref for ref, _ in self._pending_keys(state)]
         for occ in planned.occurrences:
             pending.append(self._enqueue(state, occ.occurrence_id, occ.scheduled_for_ms, occ.available_at_ms,
@@ -570,8 +573,11 @@ class SchedulerTask:
             self.txn.delete("timeline", key)
         self._drop_wake(state)
         cursor_ms = min(ref["scheduled_for_ms"] for ref, _ in pending) - 1
+        # The earlier pass recorded EXDATE'd fires up to where it stopped: not again.
+        recorded_until_ms = (state["next_fire_ms"] - 1 if state.get("next_fire_ms") is not None
+                             else max(ref["scheduled_for_ms"] for ref, _ in pending))
         state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
-        self._materialize(state, cursor_ms, now_ms)
+        self._materialize(state, cursor_ms, now_ms, recorded_until_ms)
 
     def _emit_missed(self, state: Record, decision: MisfireDecision, kind: str, reason: str, now_ms: int) -> None:
         sid, version = state["schedule_id"], state["version"]

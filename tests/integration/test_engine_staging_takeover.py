@@ -65,7 +65,7 @@ def check(reader: TopicReader, counts: Counter[str], burst: dict[str, str], neve
     seen = {r.record["occurrence_id"]: r.seen_ms for r in reader.received}
     new_due = due_ms + MOVED_BY_MS
     assert all(new_due <= seen[o] < new_due + OBJECTIVE_MS for o in moved), \
-        sorted(seen[o] - new_due for o in moved)
+        f"new versions seen {sorted(seen[o] - new_due for o in moved)} ms after their instant\n{logs}"
     assert min(seen[o] for o in burst.keys() - never) >= due_ms
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from scheduler import client, control_cli, tenants, vocabulary
 from scheduler.api import models
-from scheduler.timing import dst, misfire
+from scheduler.timing import cron, dst, misfire, spec
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 
@@ -83,6 +83,8 @@ def test_the_time_core_speaks_the_same_policies() -> None:
     assert dst.GAP_OPTIONS == tuple(s.lower() for s in vocabulary.choices("DstGapPolicy"))
     assert dst.OVERLAP_OPTIONS == tuple(s.lower() for s in vocabulary.choices("DstOverlapPolicy"))
     assert misfire.POLICIES == vocabulary.choices("MisfirePolicy")
+    assert cron.MONTH_END_OPTIONS == tuple(s.lower() for s in vocabulary.choices("MonthEndPolicy"))
+    assert spec.KINDS == tuple(s.lower() for s in vocabulary.choices("SpecKind"))
 
 
 def test_an_unknown_type_is_an_error_naming_it() -> None:
