@@ -245,7 +245,7 @@ class Engine:
         self.log_path = workdir / f"engine-{time.time_ns()}.log"
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler", "run", "--instance-id", "bench", "--state-dir",
+            [sys.executable, "-m", "scheduler", "run", "--instance-id", "bench", "--open-tenants", "--state-dir",
              str(workdir / "state"), *args],
             cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +19,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from scheduler.codec import Codec
 from scheduler import vocabulary
 from scheduler.engine import instants
-from scheduler.engine.commands import MAX_BACKFILL as MAX_BACKFILL_FIRES
 from scheduler.engine.commands import PREVIEW_COUNT
 from scheduler.engine.specs import compile_spec
+from scheduler.kafka_clients import client_settings, connection
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import SpecError
@@ -30,6 +30,9 @@ from scheduler.views import CompactedView, OccurrenceView, ScheduleView, waterma
 
 Record = dict[str, Any]
 
+# librdkafka cannot tell a TLS listener spoken to in plaintext from a dead broker: say what to check.
+TRANSPORT_HINT = ("is the broker up, and does the listener expect the client's security.protocol? A SASL_SSL "
+                  "listener needs client_config with security.protocol=SASL_SSL, sasl.* and ssl.ca.location")
 MAX_PREVIEW = 1000
 OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
 # Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
@@ -81,6 +84,7 @@ ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
     "MALFORMED_RECORD": ValidationError,
     "UNKNOWN_SCHEDULE": NotFound,
     "UNKNOWN_OCCURRENCE": NotFound,
+    "UNKNOWN_TENANT": NotFound,
     "VERSION_CONFLICT": VersionConflict,
     "ALREADY_EXISTS": Conflict,
     "INVALID_STATE": Conflict,
@@ -148,22 +152,25 @@ class SchedulerClient:
     bootstrap_servers: str
     prefix: str = "sched"
     timeout_s: float = 30.0
+    # librdkafka settings for every Kafka client of this client, e.g. SASL_SSL credentials and CA file.
+    client_config: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.codec = Codec.default()
+        common = connection(self.bootstrap_servers, self.client_config)
         topology = Topology.load()
         self.commands_topic = topology.topic_name("commands", self.prefix)
         self.results_topic = topology.topic_name("command-results", self.prefix)
-        self.producer = Producer({"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True,
-                                  "linger.ms": 2, **PRODUCER_PARTITIONER_CONF})
-        self.consumer = Consumer({"bootstrap.servers": self.bootstrap_servers,
-                                  "group.id": f"client-{uuid.uuid4()}", "enable.auto.commit": False,
-                                  "isolation.level": "read_committed"})
+        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": 2,
+                                                          **PRODUCER_PARTITIONER_CONF}))
+        self.consumer = Consumer(client_settings(common, {"group.id": f"client-{uuid.uuid4()}",
+                                                          "enable.auto.commit": False,
+                                                          "isolation.level": "read_committed"}))
         try:
             partitions = self.consumer.list_topics(self.results_topic, timeout=10).topics[self.results_topic].partitions
         except KafkaException as exc:
             self.consumer.close()
-            raise Unavailable("UNAVAILABLE", f"cannot reach the cluster: {exc}") from exc
+            raise Unavailable("UNAVAILABLE", f"cannot reach the cluster: {exc}; {TRANSPORT_HINT}") from exc
         if not partitions:
             self.consumer.close()
             raise Unavailable("UNAVAILABLE", f"topic {self.results_topic} does not exist: "
@@ -201,13 +208,15 @@ class SchedulerClient:
         """The client's view of `<prefix>.schedules`, opened on first use."""
         with self._lock:
             if "schedules" not in self._views:
-                self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec)
+                self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec,
+                                                        self.client_config)
             return self._views["schedules"]  # type: ignore[return-value]
 
     def occurrence_view(self) -> OccurrenceView:
         with self._lock:
             if "occurrences" not in self._views:
-                self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec)
+                self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec,
+                                                            self.client_config)
             return self._views["occurrences"]  # type: ignore[return-value]
 
     def _caught_up(self, view: CompactedView) -> None:
@@ -343,7 +352,7 @@ class SchedulerClient:
 
     def backfill(self, tenant: str, schedule_id: str, from_ms: int, to_ms: int,
                  overlap_override: str | None = None) -> Record:
-        """Replay the fires of [from_ms, to_ms] through the catch-up lane (at most MAX_BACKFILL_FIRES)."""
+        """Replay the fires of [from_ms, to_ms] through the catch-up lane (at most engine.commands.MAX_BACKFILL)."""
         validate_backfill(from_ms, to_ms, int(time.time() * 1000), overlap_override)
         return self._call("BACKFILL", schedule_id, tenant, backfill_from_ms=from_ms, backfill_to_ms=to_ms,
                           overlap_override=overlap_override)

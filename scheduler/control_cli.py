@@ -13,13 +13,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding
 
 from scheduler.acls import grant_worker
-from scheduler.api.keys import create_key, default_key_file, revoke_key
+from scheduler.api.keys import create_key, list_keys, revoke_key
 from scheduler.api.models import schedule_json
 from scheduler.client import (
     SPEC_DEFAULTS,
@@ -48,6 +48,12 @@ EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
     (ValidationError, EXIT_USAGE), (NotFound, EXIT_NOT_FOUND), (Conflict, EXIT_CONFLICT),
     (QuotaExceeded, EXIT_QUOTA), (Unavailable, EXIT_UNAVAILABLE),
 )
+
+if TYPE_CHECKING:
+    from scheduler.api.shared_keys import SharedKeyStore
+
+KEYS_HELP = ("API key file, for a single server (default: the keys shared by every server, in the "
+             "compacted <prefix>.api-keys topic)")
 
 # CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
 # The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, choices.
@@ -357,21 +363,47 @@ def _grant_text(granted: Record) -> str:
 def api_serve(args: argparse.Namespace) -> int:
     from scheduler.api.server import serve  # uvicorn and FastAPI load only for the server
 
-    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ValidationError("USAGE", "give both --tls-cert and --tls-key, or neither")
+    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout, args.tls_cert, args.tls_key)
     return EXIT_OK
+
+
+def _shared_keys(args: argparse.Namespace) -> SharedKeyStore:
+    from scheduler.api.shared_keys import SharedKeyStore
+
+    return SharedKeyStore(args.bootstrap, args.prefix, args.timeout)
 
 
 def api_keys_create(args: argparse.Namespace) -> int:
     if (args.tenant is None) == (not args.admin):
         raise ValidationError("USAGE", "give exactly one of --tenant T and --admin")
-    key = create_key(args.keys, None if args.admin else args.tenant)
+    tenant = None if args.admin else args.tenant
+    if args.keys is not None:
+        key, where = create_key(args.keys, tenant), str(args.keys)
+    else:
+        with _shared_keys(args) as store:
+            key, where = store.create(tenant), store.topic
     return _emit(args, {"key": key, "tenant": args.tenant, "admin": args.admin},
-                 lambda d: f"{d['key']}\n(shown once; only its hash is stored in {args.keys})")
+                 lambda d: f"{d['key']}\n(shown once; only its hash is stored in {where})")
+
+
+def api_keys_list(args: argparse.Namespace) -> int:
+    if args.keys is not None:
+        found = list_keys(args.keys)
+    else:
+        with _shared_keys(args) as store:
+            found = store.list()
+    return _emit(args, found, lambda d: "\n".join(f"{k['key_id']}  {k['tenant'] or '(admin)'}" for k in d))
 
 
 def api_keys_revoke(args: argparse.Namespace) -> int:
-    if not revoke_key(args.keys, args.key_id):
-        raise NotFound("UNKNOWN_KEY", f"no key {args.key_id!r} in {args.keys}")
+    if args.keys is not None:
+        if not revoke_key(args.keys, args.key_id):
+            raise NotFound("UNKNOWN_KEY", f"no key {args.key_id!r} in {args.keys}")
+    else:
+        with _shared_keys(args) as store:
+            store.revoke(args.key_id)
     return _emit(args, {"revoked": args.key_id}, lambda d: f"revoked {d['revoked']}")
 
 
@@ -464,15 +496,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(api)
     api.add_argument("--host", default="127.0.0.1")
     api.add_argument("--port", type=int, default=8080)
-    api.add_argument("--keys", type=Path, default=default_key_file(), help="API key file")
+    api.add_argument("--keys", type=Path, help=KEYS_HELP)
+    api.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate (chain)")
+    api.add_argument("--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert")
     api.set_defaults(handler=_guarded(api_serve))
     api_verbs = api.add_subparsers(dest="verb")
-    keys = api_verbs.add_parser("keys", help="create or revoke API keys")
+    keys = api_verbs.add_parser("keys", help="create, list or revoke API keys")
     key_verbs = keys.add_subparsers(dest="key_verb", required=True)
     kcreate = _add(key_verbs, "create", api_keys_create, "create an API key (printed once)")
     kcreate.add_argument("--tenant")
     kcreate.add_argument("--admin", action="store_true")
-    kcreate.add_argument("--keys", type=Path, default=default_key_file(), help="API key file")
+    kcreate.add_argument("--keys", type=Path, help=KEYS_HELP)
+    klist = _add(key_verbs, "list", api_keys_list, "list API keys: ids and tenants")
+    klist.add_argument("--keys", type=Path, help=KEYS_HELP)
     krevoke = _add(key_verbs, "revoke", api_keys_revoke, "revoke an API key by its id")
     krevoke.add_argument("key_id")
-    krevoke.add_argument("--keys", type=Path, default=default_key_file(), help="API key file")
+    krevoke.add_argument("--keys", type=Path, help=KEYS_HELP)

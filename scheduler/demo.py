@@ -67,7 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     ensure_topics(bootstrap, Topology.load(), settings.topic_prefix, tenants=[TENANT])
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
-    engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo",
+    engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo", "--open-tenants",
                                "--log-level", "WARNING"], env=env)
     worker = Worker(bootstrap, settings.topic_prefix, TENANT, _print_occurrence)
 

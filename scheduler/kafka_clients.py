@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 AUTHORIZATION_FAILURES = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
@@ -39,6 +39,15 @@ def refused_as(resource: str) -> Iterator[None]:
         if exc.args[0].code() in AUTHORIZATION_FAILURES:
             raise NotAuthorized(resource, exc.args[0]) from exc
         raise
+
+
+def delivered_or_why(producer: Producer, topic: str, key: bytes, value: bytes | None, timeout_s: float) -> str | None:
+    """Produce one record and wait for it; None once delivered, else why not (for the caller's error)."""
+    failures: list[str] = []
+    producer.produce(topic, value, key, on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
+    if producer.flush(timeout_s) or failures:
+        return f"could not write to {topic}: {failures or 'timeout'}"
+    return None
 
 
 def connection(bootstrap: str, client_config: Mapping[str, str] | None) -> dict[str, str]:

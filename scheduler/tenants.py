@@ -20,6 +20,7 @@ from scheduler.admin import ensure_tenant_topics
 from scheduler.client import Conflict, NotFound, Unavailable, ValidationError
 from scheduler import vocabulary
 from scheduler.codec import Codec
+from scheduler.kafka_clients import delivered_or_why
 from scheduler.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.views import ScheduleView, TenantView
 
@@ -130,9 +131,7 @@ class TenantRegistry:
 
     def _write(self, name: str, record: Record | None) -> None:
         value = None if record is None else self.codec.encode("Tenant", record)
-        failures: list[str] = []
-        self.producer.produce(self.topic, value, name.encode(),
-                              on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
-        if self.producer.flush(self.timeout_s) or failures:
-            raise Unavailable("UNAVAILABLE", f"could not write to {self.topic}: {failures or 'timeout'}")
+        failed = delivered_or_why(self.producer, self.topic, name.encode(), value, self.timeout_s)
+        if failed is not None:
+            raise Unavailable("UNAVAILABLE", failed)
         self._fresh_view()  # read-your-writes for whoever serves reads from this registry's view

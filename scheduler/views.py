@@ -168,10 +168,11 @@ class ScheduleView(CompactedView):
 
     schema = "ScheduleState"
 
-    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self._by_id: dict[str, Record] = {}
         self._by_tenant: dict[str, dict[str, Record]] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("schedules", prefix), codec)
+        super().__init__(bootstrap, Topology.load().topic_name("schedules", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         current = self._by_id.get(key)
@@ -227,9 +228,10 @@ class OccurrenceView(CompactedView):
 
     schema = "OccurrenceStatus"
 
-    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self._by_id: dict[str, Record] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec)
+        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         self._by_id[key] = record
@@ -249,9 +251,10 @@ class TenantView(CompactedView):
 
     schema = "Tenant"
 
-    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None) -> None:
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
         self._by_name: dict[str, Record] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("tenants", prefix), codec)
+        super().__init__(bootstrap, Topology.load().topic_name("tenants", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         self._by_name[key] = record
@@ -266,3 +269,28 @@ class TenantView(CompactedView):
     def list(self) -> list[Record]:
         with self._cond:
             return [self._by_name[name] for name in sorted(self._by_name)]
+
+
+class ApiKeyView(CompactedView):
+    """key_id -> ApiKey from `<prefix>.api-keys`: what every API server checks presented keys against."""
+
+    schema = "ApiKey"
+
+    def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
+                 client_config: Mapping[str, str] | None = None) -> None:
+        self._keys: dict[str, Record] = {}
+        super().__init__(bootstrap, Topology.load().topic_name("api-keys", prefix), codec, client_config)
+
+    def _put(self, key: str, record: Record) -> None:
+        self._keys[key] = record
+
+    def _delete(self, key: str) -> None:
+        self._keys.pop(key, None)
+
+    def get(self, key_id: str) -> Record | None:
+        with self._cond:
+            return self._keys.get(key_id)
+
+    def list(self) -> list[Record]:
+        with self._cond:
+            return sorted(self._keys.values(), key=lambda r: r["key_id"])

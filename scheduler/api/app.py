@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from scheduler.api.keys import KeyStore, Principal
+from scheduler.api.key_routes import add_key_routes
+from scheduler.api.keys import Keys, Principal
 from scheduler.api.models import (
     BackfillIn,
     CreateIn,
@@ -33,6 +34,7 @@ from scheduler.api.models import (
     schedule_json,
 )
 from scheduler.api.plane import ControlPlane
+from scheduler.api.shared_keys import SharedKeyStore
 from scheduler.client import (
     CommandTimeout,
     Conflict,
@@ -103,7 +105,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def create_app(plane: ControlPlane, keys: KeyStore) -> FastAPI:
+def create_app(plane: ControlPlane, keys: Keys) -> FastAPI:
     app = FastAPI(title="Kafka job scheduler control plane", version="1",
                   description="Schedules, occurrences and tenants. Every call carries `Authorization: Bearer <key>`.",
                   responses=ERROR_RESPONSES)
@@ -159,7 +161,7 @@ def create_app(plane: ControlPlane, keys: KeyStore) -> FastAPI:
 
     def registered(tenant: str) -> None:
         if plane.tenants.view.get(tenant) is None:
-            raise _not_found(f"tenant {tenant!r}")
+            raise ApiError(404, "UNKNOWN_TENANT", f"tenant {tenant!r} is not registered")
 
     def schedule_of(tenant: str, schedule_id: str) -> Record:
         state = plane.schedules.get(tenant, schedule_id)
@@ -323,4 +325,6 @@ def create_app(plane: ControlPlane, keys: KeyStore) -> FastAPI:
         plane.tenants.delete(tenant, plane.schedules, force)
         return Response(status_code=204)
 
+    if isinstance(keys, SharedKeyStore):
+        add_key_routes(app, keys, Admin)
     return app

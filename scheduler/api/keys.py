@@ -1,4 +1,5 @@
-"""API keys: each bound to one tenant or to the admin role, stored hashed in a JSON file.
+"""API keys: each bound to one tenant or to the admin role, stored hashed in a JSON file
+(one server; several servers share keys through a compacted topic, scheduler.api.shared_keys).
 
 A key reads `sk_<key id>_<secret>`; the file keeps the key id, the role and
 sha256(secret). The secret is 32 random bytes, so a fast hash is enough (a slow
@@ -15,8 +16,10 @@ import json
 import os
 import secrets
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from scheduler.config import state_home
 
@@ -46,14 +49,45 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def create_key(path: Path, tenant: str | None) -> str:
-    """Add a key for `tenant` (None: admin) to the file and return it; only its hash is stored."""
+def new_key() -> tuple[str, str, str]:
+    """(key id, secret, the key as presented): `sk_<key id>_<secret>`."""
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
+    return key_id, secret, f"{KEY_PREFIX}{key_id}_{secret}"
+
+
+def check_key(presented: str, lookup: Callable[[str], Mapping[str, Any] | None]) -> Principal | None:
+    """The principal of `presented` if `lookup(key id)` finds an entry whose sha256 matches, else None."""
+    if not presented.startswith(KEY_PREFIX):
+        return None
+    key_id, sep, secret = presented[len(KEY_PREFIX):].partition("_")
+    entry = lookup(key_id) if sep else None
+    if entry is None:
+        return None
+    if not hmac.compare_digest(_digest(secret), str(entry["sha256"])):
+        return None
+    return Principal(key_id, entry["tenant"])
+
+
+class Keys(Protocol):
+    """What the HTTP API needs of a key store: the file (KeyStore) or the shared topic (shared_keys)."""
+
+    def verify(self, presented: str) -> Principal | None: ...
+
+
+def create_key(path: Path, tenant: str | None) -> str:
+    """Add a key for `tenant` (None: admin) to the file and return it; only its hash is stored."""
+    key_id, secret, key = new_key()
     entries = _read(path)
     entries[key_id] = {"tenant": tenant, "sha256": _digest(secret)}
     _write(path, entries)
-    return f"{KEY_PREFIX}{key_id}_{secret}"
+    return key
+
+
+def list_keys(path: Path) -> list[dict[str, str | bool | None]]:
+    """Ids and tenants of the file's keys (never their hashes)."""
+    return [{"key_id": key_id, "tenant": entry["tenant"], "admin": entry["tenant"] is None}
+            for key_id, entry in sorted(_read(path).items())]
 
 
 def revoke_key(path: Path, key_id: str) -> bool:
@@ -101,12 +135,4 @@ class KeyStore:
 
     def verify(self, presented: str) -> Principal | None:
         """The key's principal, or None for anything that is not a valid key."""
-        if not presented.startswith(KEY_PREFIX):
-            return None
-        key_id, sep, secret = presented[len(KEY_PREFIX):].partition("_")
-        entry = self._current().get(key_id)
-        if not sep or entry is None:
-            return None
-        if not hmac.compare_digest(_digest(secret), str(entry["sha256"])):
-            return None
-        return Principal(key_id, entry["tenant"])
+        return check_key(presented, self._current().get)

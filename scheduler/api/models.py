@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler import vocabulary
 from scheduler.client import SPEC_DEFAULTS, ValidationError
+from scheduler.engine.specs import MIN_LEASE_MS
 
 Record = dict[str, Any]
 
@@ -61,6 +62,8 @@ class SpecPatch(_Strict):
     retry_backoff_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
     run_timeout_ms: Annotated[int, Field(ge=1, le=2**40)] | None = None
     occurrence_deadline_ms: Annotated[int, Field(ge=1, le=2**40)] | None = None
+    lease_ms: Annotated[int, Field(ge=MIN_LEASE_MS, le=2**40)] | None = Field(
+        None, description="how long a running attempt holds its occurrence without a heartbeat")
 
     def fields(self) -> Record:
         """The given fields as ScheduleSpec record fields (payload as bytes)."""
@@ -128,6 +131,11 @@ class Quotas(_Strict):
 
 class TenantIn(Quotas):
     tenant: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+class KeyIn(_Strict):
+    tenant: str | None = Field(None, description="the tenant the key acts for")
+    admin: bool = Field(False, description="an admin key instead (no tenant)")
 
 
 class Error(BaseModel):

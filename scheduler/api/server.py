@@ -8,12 +8,21 @@ import uvicorn
 from scheduler.api.app import create_app
 from scheduler.api.keys import KeyStore
 from scheduler.api.plane import ControlPlane
+from scheduler.api.shared_keys import SharedKeyStore
 
 
-def serve(bootstrap: str, prefix: str, host: str, port: int, key_file: Path, timeout_s: float) -> None:
-    """One process, one set of views: uvicorn runs a single worker (more processes mean more views)."""
+def serve(bootstrap: str, prefix: str, host: str, port: int, key_file: Path | None, timeout_s: float,
+          tls_cert: Path | None = None, tls_key: Path | None = None) -> None:
+    """One process, one set of views: uvicorn runs a single worker (more processes mean more views).
+
+    Keys come from the shared `<prefix>.api-keys` topic, or from `key_file` when one is given. With
+    `tls_cert` and `tls_key` (PEM files) it serves HTTPS only: a plain HTTP request gets no answer."""
     plane = ControlPlane.open(bootstrap, prefix, timeout_s)
+    keys = KeyStore(key_file) if key_file is not None else SharedKeyStore(bootstrap, prefix, timeout_s)
     try:
-        uvicorn.run(create_app(plane, KeyStore(key_file)), host=host, port=port, log_level="info")
+        uvicorn.run(create_app(plane, keys), host=host, port=port, log_level="info",
+                    ssl_certfile=str(tls_cert) if tls_cert else None, ssl_keyfile=str(tls_key) if tls_key else None)
     finally:
+        if isinstance(keys, SharedKeyStore):
+            keys.close()
         plane.close()

@@ -28,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
              "`admin` gets a password in DATA_DIR/admin.password; PLAINTEXT clients stay super users "
              "(docs/control-plane.md). Data formatted without it needs --wipe",
     )
+    start.add_argument(
+        "--ssl-port", type=int, default=None,
+        help="also listen for SASL_SSL (SCRAM-SHA-512 inside TLS) on this port, with a self-signed certificate "
+             "made by keytool at the first start; clients trust DATA_DIR/tls/ca.pem (`ssl.ca.location`)",
+    )
     start.add_argument("--wipe", action="store_true", help="delete the broker's data before starting")
     start.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker (default 120)")
     _add_data_dir(start)
@@ -68,7 +73,7 @@ def _start(args: argparse.Namespace) -> int:
     data_dir = args.data_dir or default_data_dir()
     began = time.monotonic()
     try:
-        broker = LocalBroker(data_dir, args.port, args.controller_port, args.sasl_port)
+        broker = LocalBroker(data_dir, args.port, args.controller_port, args.sasl_port, args.ssl_port)
         if args.wipe:
             broker.wipe()
         was_running = broker.is_running()
@@ -85,6 +90,8 @@ def _start(args: argparse.Namespace) -> int:
     if broker.sasl_bootstrap is not None:
         _say(f"SASL_PLAINTEXT (SCRAM-SHA-512, ACLs enforced) on {broker.sasl_bootstrap}: "
              f"user admin, password in {broker.admin_password_file}")
+    if broker.ssl_bootstrap is not None:
+        _say(f"SASL_SSL (SCRAM-SHA-512 over TLS) on {broker.ssl_bootstrap}: user admin, CA {broker.ca_file}")
     print(bootstrap, flush=True)
     return 0
 

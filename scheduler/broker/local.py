@@ -22,6 +22,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from scheduler import config
+from scheduler.broker.tls import TlsFiles, ensure_tls_files, tls_files
 
 KAFKA_VERSION = "4.2.0"
 MIN_JAVA_MAJOR = 17
@@ -73,6 +74,9 @@ def single_node_settings() -> dict[str, str]:
         "share.coordinator.state.topic.min.isr": "1",
         "share.coordinator.state.topic.num.partitions": "4",
         "group.initial.rebalance.delay.ms": "0",
+        # Workers may detect a dead member faster than Kafka's 6 s floor: a retry after a lost lease
+        # lands on the dead worker's partition, read again only once the group has noticed.
+        "group.min.session.timeout.ms": "1000",
         # After a crash the restarted node may re-register only once its old session expired (default 9 s).
         "broker.session.timeout.ms": "4000",
         "broker.heartbeat.interval.ms": "1000",
@@ -99,6 +103,18 @@ def sasl_settings() -> dict[str, str]:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "allow.everyone.if.no.acl.found": "false",
         "super.users": f"User:{SUPER_USER};User:ANONYMOUS",
+    }
+
+
+def ssl_settings(tls: TlsFiles) -> dict[str, str]:
+    """The SASL_SSL listener: SCRAM as on SASL_PLAINTEXT, inside TLS with the keytool-made keystore."""
+    listener = "listener.name.sasl_ssl."
+    return {
+        f"{listener}{SCRAM_MECHANISM.lower()}.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        f"{listener}ssl.keystore.location": str(tls.keystore),
+        f"{listener}ssl.keystore.type": "PKCS12",
+        f"{listener}ssl.keystore.password": tls.password,
+        f"{listener}ssl.key.password": tls.password,
     }
 
 
@@ -231,16 +247,22 @@ class LocalBroker:
     """One broker+controller JVM whose state (KRaft logs, pid, logs) lives in `data_dir`.
 
     With `sasl_port`, it also listens for SASL_PLAINTEXT (SCRAM-SHA-512) there and enforces ACLs
-    (`sasl_settings`); the super user's credential is created when the storage is formatted."""
+    (`sasl_settings`); the super user's credential is created when the storage is formatted.
+    With `ssl_port`, the same SCRAM authentication over TLS (SASL_SSL), with a certificate made by
+    keytool at the first start (scheduler.broker.tls): clients trust `ca_file`."""
 
     def __init__(
-        self, data_dir: Path, port: int = 9092, controller_port: int | None = None, sasl_port: int | None = None
+        self, data_dir: Path, port: int = 9092, controller_port: int | None = None, sasl_port: int | None = None,
+        ssl_port: int | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
         self.port = port
         self.controller_port = controller_port if controller_port is not None else port + 1
         self.sasl_port = sasl_port
-        for value in (self.port, self.controller_port, self.sasl_port):
+        self.ssl_port = ssl_port
+        if ssl_port is not None and ssl_port in (port, self.controller_port, sasl_port):
+            raise BrokerError("--ssl-port must differ from the other ports")
+        for value in (self.port, self.controller_port, self.sasl_port, self.ssl_port):
             if value is not None and not 0 < value < 65536:
                 raise BrokerError(f"port {value} is out of range: use 1..65535")
         if self.port == self.controller_port:
@@ -257,7 +279,8 @@ class LocalBroker:
         ports = dict(re.findall(r"(\w+)://[^:,]*:(\d+)", listeners))
         if "PLAINTEXT" in ports and "CONTROLLER" in ports:
             sasl_port = int(ports["SASL_PLAINTEXT"]) if "SASL_PLAINTEXT" in ports else None
-            return cls(data_dir, int(ports["PLAINTEXT"]), int(ports["CONTROLLER"]), sasl_port)
+            ssl_port = int(ports["SASL_SSL"]) if "SASL_SSL" in ports else None
+            return cls(data_dir, int(ports["PLAINTEXT"]), int(ports["CONTROLLER"]), sasl_port, ssl_port)
         return cls(data_dir)
 
     @property
@@ -267,6 +290,19 @@ class LocalBroker:
     @property
     def sasl_bootstrap(self) -> str | None:
         return None if self.sasl_port is None else f"{HOST}:{self.sasl_port}"
+
+    @property
+    def ssl_bootstrap(self) -> str | None:
+        return None if self.ssl_port is None else f"{HOST}:{self.ssl_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        """The PEM certificate SASL_SSL clients verify the broker with (`ssl.ca.location`)."""
+        return tls_files(self.data_dir).ca_file
+
+    @property
+    def _scram(self) -> bool:
+        return self.sasl_port is not None or self.ssl_port is not None
 
     @property
     def admin_password_file(self) -> Path:
@@ -325,10 +361,12 @@ class LocalBroker:
         check_port_free(self.controller_port, "--controller-port")
         if self.sasl_port is not None:
             check_port_free(self.sasl_port, "--sasl-port")
+        if self.ssl_port is not None:
+            check_port_free(self.ssl_port, "--ssl-port")
         java = java_executable()
         libs = ensure_jars()
         self._check_formatted_data_fits()
-        self._write_config()
+        self._write_config(ensure_tls_files(self.data_dir, java) if self.ssl_port is not None else None)
         self._format_storage(java, libs)
         self._launch(java, libs)
         self._wait_ready(timeout)
@@ -419,13 +457,13 @@ class LocalBroker:
                 f"the data in {self.data_dir} was formatted for controller port {previous}: "
                 f"start with --controller-port {previous}, or add --wipe to start afresh"
             )
-        if self.sasl_port is not None and not self.admin_password_file.exists():
+        if self._scram and not self.admin_password_file.exists():
             raise BrokerError(
                 f"the data in {self.data_dir} was formatted without a SASL listener, so it has no "
                 f"`{SUPER_USER}` credential: add --wipe to start afresh with --sasl-port"
             )
 
-    def _write_config(self) -> None:
+    def _write_config(self, tls: TlsFiles | None) -> None:
         (self.data_dir / _LOGS_DIR).mkdir(parents=True, exist_ok=True)
         (self.data_dir / _LOG4J).write_bytes((resources.files(__package__) / "log4j2.xml").read_bytes())
         cluster_id_file = self.data_dir / _CLUSTER_ID
@@ -437,6 +475,9 @@ class LocalBroker:
         if self.sasl_port is not None:
             ports["SASL_PLAINTEXT"] = self.sasl_port
             protocols["SASL_PLAINTEXT"] = "SASL_PLAINTEXT"
+        if self.ssl_port is not None:
+            ports["SASL_SSL"] = self.ssl_port
+            protocols["SASL_SSL"] = "SASL_SSL"
         listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
         settings = {
             "process.roles": "broker,controller",
@@ -450,7 +491,8 @@ class LocalBroker:
             "log.dirs": str(kraft),
             "metadata.log.dir": str(kraft),
             **single_node_settings(),
-            **(sasl_settings() if self.sasl_port is not None else {}),
+            **(sasl_settings() if self._scram else {}),
+            **(ssl_settings(tls) if tls is not None else {}),
         }
         text = "".join(f"{key}={value}\n" for key, value in settings.items())
         self._properties_file.write_text("# written by `scheduler broker start`; edits are overwritten\n" + text)
@@ -462,7 +504,7 @@ class LocalBroker:
         command = [java, "-Xmx256m", "-cp", f"{libs}/*", f"-Dlog4j2.configurationFile={self.data_dir / _LOG4J}",
                    f"-Dkafka.logs.dir={self.data_dir / _LOGS_DIR}", "kafka.tools.StorageTool", "format",
                    "-t", cluster_id, "-c", str(self._properties_file), "--standalone", "--ignore-formatted"]
-        if self.sasl_port is not None:
+        if self._scram:
             # The first SASL client needs a credential before any ACL exists: it goes into the metadata log.
             command += ["--add-scram", f"{SCRAM_MECHANISM}=[name={SUPER_USER},password={self._new_admin_password()}]"]
         result = subprocess.run(command, capture_output=True, text=True)

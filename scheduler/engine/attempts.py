@@ -4,13 +4,21 @@ The attempt token fences the scheduler's own state: a result carrying a token
 that is not the occurrence's current one (a timed-out, superseded attempt) is
 ignored. It cannot undo a side effect the stale worker already made; that is
 what idempotent handlers keyed by occurrence_id are for.
+
+A STARTED attempt holds a lease of its schedule's `lease_ms`, renewed by every
+HEARTBEAT. An attempt whose lease expires is recorded LOST (an event the
+scheduler makes, see scheduler.engine.leases) and retried like a retryable
+failure; a newer STARTED of the same attempt (a redelivery to another worker)
+takes the lease over. Either way the attempt that lost its lease is named in
+`AttemptOutcome.lost`, for the tenant's view, so its worker learns of it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from scheduler import vocabulary
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
 
@@ -18,6 +26,7 @@ Record = dict[str, Any]
 HISTORY_LIMIT = 20
 MAX_BACKOFF_MS = 3_600_000
 FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELED", "MISSED", "SKIPPED_OVERLAP"})
+DEFAULT_LEASE_MS: int = vocabulary.field_defaults("ScheduleSpec")["lease_ms"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,7 @@ class AttemptOutcome:
     dead_reason: str | None = None        # send to the dead letters with this reason
     finished: bool = False                # the occurrence no longer runs (overlap policies)
     ignored_reason: str | None = None
+    lost: Record | None = None            # a LostAttempt: the attempt that no longer holds the lease
 
 
 def new_status(event: Record, now_ms: int) -> Record:
@@ -34,8 +44,21 @@ def new_status(event: Record, now_ms: int) -> Record:
         "occurrence_id": event["occurrence_id"], "schedule_id": event["schedule_id"], "tenant": event["tenant"],
         "schedule_version": event["schedule_version"], "scheduled_for_ms": event["scheduled_for_ms"],
         "state": "ENQUEUED", "attempt": event["attempt"], "attempt_token": None, "next_attempt_at_ms": None,
-        "attempts": [], "updated_at_ms": now_ms,
+        "attempts": [], "updated_at_ms": now_ms, "lease_expires_at_ms": None, "progress": None,
     }
+
+
+def lease_ms(schedule: Record | None) -> int:
+    return schedule["spec"].get("lease_ms", DEFAULT_LEASE_MS) if schedule is not None else DEFAULT_LEASE_MS
+
+
+def lost_attempt(status: Record) -> Record:
+    return {"occurrence_id": status["occurrence_id"], "attempt": status["attempt"],
+            "attempt_token": status["attempt_token"]}
+
+
+def _was_lost(status: Record, attempt: int) -> bool:
+    return any(e["kind"] == "LOST" and e["attempt"] == attempt for e in status["attempts"])
 
 
 def retry_at_ms(occurrence_id: str, attempt: int, base_ms: int, now_ms: int) -> int:
@@ -45,8 +68,10 @@ def retry_at_ms(occurrence_id: str, attempt: int, base_ms: int, now_ms: int) -> 
 
 
 def _with(status: Record, event: Record, now_ms: int, **fields: Any) -> Record:
+    """The status after `event`; the lease ends with it unless `fields` renew it."""
     history = [*status["attempts"], event][-HISTORY_LIMIT:]
-    return {**status, **fields, "attempts": history, "updated_at_ms": now_ms}
+    return {**status, "lease_expires_at_ms": None, "progress": None, **fields, "attempts": history,
+            "updated_at_ms": now_ms}
 
 
 def apply_attempt(event: Record, status: Record | None, schedule: Record | None, now_ms: int,
@@ -56,15 +81,25 @@ def apply_attempt(event: Record, status: Record | None, schedule: Record | None,
     token = event["attempt_token"]
     if event["attempt"] < status["attempt"]:
         return AttemptOutcome(None, ignored_reason=f"attempt {event['attempt']} superseded by {status['attempt']}")
+    running = status["state"] == "RUNNING"
     if kind == "STARTED":
-        if status["state"] in FINISHED and event["attempt"] == status["attempt"]:
+        same_attempt = event["attempt"] == status["attempt"]
+        if status["state"] in FINISHED and same_attempt:
             return AttemptOutcome(None, ignored_reason=f"occurrence already {status['state']}")
+        if _was_lost(status, event["attempt"]):
+            return AttemptOutcome(None, ignored_reason=f"attempt {event['attempt']} lost its lease; its retry runs")
+        taken_over = running and same_attempt and status["attempt_token"] not in (None, token)
         return AttemptOutcome(_with(status, event, now_ms, state="RUNNING", attempt=event["attempt"],
-                                    attempt_token=token, next_attempt_at_ms=None))
+                                    attempt_token=token, next_attempt_at_ms=None,
+                                    lease_expires_at_ms=now_ms + lease_ms(schedule)),
+                              lost=lost_attempt(status) if taken_over else None)
+    if kind in ("HEARTBEAT", "LOST") and (not running or token != status["attempt_token"]):
+        return AttemptOutcome(None, ignored_reason=f"{kind} of an attempt that does not hold the lease")
     if kind == "HEARTBEAT":
-        if token != status["attempt_token"]:
-            return AttemptOutcome(None, ignored_reason="heartbeat of a superseded attempt")
-        return AttemptOutcome({**status, "updated_at_ms": now_ms})
+        return AttemptOutcome({**status, "updated_at_ms": now_ms, "lease_expires_at_ms": now_ms + lease_ms(schedule),
+                               "progress": event.get("progress")})
+    if kind == "LOST":
+        return replace(_failed(event, status, schedule, now_ms, retry_budget_left), lost=lost_attempt(status))
     if kind == "SKIPPED_STALE":
         return AttemptOutcome(_with(status, event, now_ms, state="CANCELED"), finished=True)
     if kind not in ("SUCCEEDED", "FAILED"):

@@ -32,6 +32,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
                           "stage's lead, and with it how long other occurrences in its partitions wait")
+    run.add_argument("--open-tenants", action="store_true",
+                     help="take commands for any tenant name, creating its topics on first sight, with the "
+                          "engine's default quotas (development, the demo); by default a tenant must be "
+                          "registered (`scheduler tenants register`) or its commands are rejected with UNKNOWN_TENANT")
+    run.add_argument("--client-config", type=Path, metavar="FILE",
+                     help="librdkafka settings (key=value lines) for every client of the process, e.g. "
+                          "security.protocol=SASL_SSL, sasl.* and ssl.ca.location (docs/operations.md)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -39,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from scheduler.engine.config import EngineConfig
     from scheduler.engine.runtime import SchedulerProcess
+    from scheduler.worker.cli import read_client_config
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
@@ -58,6 +66,8 @@ def _run(args: argparse.Namespace) -> int:
         trigger_rate_per_s=args.trigger_rate,
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,
+        open_tenants=args.open_tenants,
+        client_config=read_client_config(args.client_config) if args.client_config else {},
     )
     process = SchedulerProcess(config)
     if args.metrics_port:

@@ -33,6 +33,12 @@ class EngineConfig:
     max_active_schedules: int = 2**62
     max_concurrency: int | None = None  # of a tenant not in the tenants topic; None: not counted
     tenant_trigger_rates: dict[str, float] = field(default_factory=dict)
+    # False (strict): commands of a tenant not in the tenants topic are rejected with UNKNOWN_TENANT and
+    # nothing of it is created; True: any tenant name is taken, with the defaults above (development, demo).
+    open_tenants: bool = False
+    # librdkafka settings for every client of the process (SASL_SSL credentials, CA file); the engine's own
+    # settings (transactions, isolation, group) are refused there (scheduler.kafka_clients.client_settings).
+    client_config: dict[str, str] = field(default_factory=dict)
     transaction_timeout_ms: int = 30_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50

@@ -55,11 +55,16 @@ class PartitionStore:
 
     def items_from(self, store: str, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Entries in [start, end). The bound matters: without it a seek past the last live key walks
-        every tombstone after it (after a burst: the whole dispatched range) looking for the next."""
-        return self._families[store].items(from_key=start, read_opt=_bounded(end))
+        every tombstone after it (after a burst: the whole dispatched range) looking for the next.
+
+        A generator, so `end` and its ReadOptions live as long as the iteration: RocksDB keeps only a
+        pointer to the bound, and a caller's temporary bound freed mid-scan cut scans short."""
+        options = _bounded(end)
+        yield from self._families[store].items(from_key=start, read_opt=options)
 
     def keys_from(self, store: str, start: bytes, end: bytes) -> Iterator[bytes]:
-        return self._families[store].keys(from_key=start, read_opt=_bounded(end))
+        options = _bounded(end)
+        yield from self._families[store].keys(from_key=start, read_opt=options)
 
     def changelog_offset(self, store: str) -> int:
         raw = self._families[_META].get(store.encode())

@@ -27,6 +27,7 @@ from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, 
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.kafka_clients import connection
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.metrics import EngineMetrics
 from scheduler.topology import Topology
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
+TENANT_CATCH_UP_S = 5.0  # longest wait for the tenants view before a command of an unknown tenant is refused
 
 
 class SchedulerProcess:
@@ -65,7 +67,7 @@ class SchedulerProcess:
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
         self._stop = threading.Event()
         self._held_up = False  # the last turn had due work and could send none of it
-        common = {"bootstrap.servers": config.bootstrap_servers}
+        common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
         self.consumer = Consumer(consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix)))
         self._producer_conf = producer_conf(common, config)
@@ -78,8 +80,9 @@ class SchedulerProcess:
     # -- lifecycle --------------------------------------------------------------
 
     def run(self) -> None:
-        ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
-        self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec)
+        ensure_topics(self._common, self.topology, self.config.prefix)
+        self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec,
+                                  self.config.client_config)
         self.known_tenants.update(self._existing_tenants())
         self.producer = TransactionalProducer(self._producer_conf)
         # Input topic -> the task's handler of its records.
@@ -115,7 +118,7 @@ class SchedulerProcess:
 
     def _ensure_tenant(self, tenant: str) -> None:
         if tenant not in self.known_tenants:
-            ensure_tenant_topics(self.config.bootstrap_servers, self.topology, self.config.prefix, tenant)
+            ensure_tenant_topics(self._common, self.topology, self.config.prefix, tenant)
             self.known_tenants.add(tenant)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -133,7 +136,8 @@ class SchedulerProcess:
                 partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
                 self._ensure_tenant, self._retry_allowed,
                 lambda tenant: self._quota(tenant, "max_active_schedules"),
-                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions)
+                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions,
+                self._tenant_registered)
         self.metrics.assigned(assigned, len(self.tasks))
         log.info("assigned partitions %s", assigned)
 
@@ -150,6 +154,17 @@ class SchedulerProcess:
     def _quota(self, tenant: str, name: str) -> Any:
         found = self.tenants.get(tenant) if self.tenants is not None else None
         return found[name] if found is not None else self.tenant_defaults[name]
+
+    def _tenant_registered(self, tenant: str) -> bool:
+        """Asked before a command of `tenant` is applied. A tenant missing from the followed view may have
+        been registered just before its first command: the view catches up before the answer is no."""
+        if self.config.open_tenants:
+            return True
+        assert self.tenants is not None
+        if self.tenants.get(tenant) is not None:
+            return True
+        self.tenants.wait_caught_up(TENANT_CATCH_UP_S)
+        return self.tenants.get(tenant) is not None
 
     def _trigger_rate(self, tenant: str) -> float:
         override = self.config.tenant_trigger_rates.get(tenant)
@@ -184,7 +199,8 @@ class SchedulerProcess:
         try:
             next_offsets = self._apply_inputs(inputs, now_ms, first_offsets)
             phases.append(time.perf_counter())
-            self._due_work(now_ms, phases)
+            # A backlog of heartbeats is not silence: leases expire only in a turn that drained its inputs.
+            self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch)
             changelog_offsets = self._produce_outputs()
             phases.append(time.perf_counter())
             if next_offsets:
@@ -218,9 +234,11 @@ class SchedulerProcess:
             self._handlers[msg.topic()](task, msg.key(), msg.value(), msg.offset(), now_ms)
         return next_offsets
 
-    def _due_work(self, now_ms: int, phases: list[float]) -> None:
+    def _due_work(self, now_ms: int, phases: list[float], drained: bool) -> None:
         for task in self.tasks.values():
             task.slots.expire(task.txn, now_ms)
+            if drained:
+                task.expire_leases(now_ms)
         backlog = self._dispatch(now_ms)
         phases.append(time.perf_counter())
         # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
@@ -288,6 +306,7 @@ class SchedulerProcess:
 
     def _has_due_work(self, now_ms: int) -> bool:
         return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) or task.has_staged_to_delete()
+                                                or task.has_expired_lease(now_ms)
                                                 for task in self.tasks.values())
 
     def _due_entries(self, now_ms: int) -> bool:

@@ -11,8 +11,15 @@ _FIELDS = ("kind", "expression", "time_zone", "start_at_ms", "end_at_ms", "max_f
            "dst_gap", "dst_overlap", "anchor_at_ms", "month_end")
 
 
+# A lease shorter than this would have workers heartbeat more than ten times a second.
+MIN_LEASE_MS = 300
+
+
 def compile_spec(spec: dict[str, Any]) -> ScheduleSpec:
     """Raises SpecError naming the bad field; results are cached since materialization repeats them."""
+    lease = spec.get("lease_ms")
+    if lease is not None and lease < MIN_LEASE_MS:
+        raise SpecError("lease_ms", f"must be at least {MIN_LEASE_MS} ms, got {lease}")
     return _compile(tuple(spec.get(name) for name in _FIELDS))
 
 

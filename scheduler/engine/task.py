@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler.codec import DecodeError
-from scheduler.engine import materialize, overlap, running_slots, timeline_keys
-from scheduler.engine.attempts import FINISHED, apply_attempt
+from scheduler.engine import leases, materialize, overlap, running_slots, timeline_keys
+from scheduler.engine.attempts import FINISHED, apply_attempt, lease_ms
 from scheduler.engine.commands import MAX_BACKFILL, HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
@@ -51,6 +51,10 @@ class TaskTopics:
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
                 "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP", "EXCLUDED": "CANCELED"}
 RANKS_KEPT = 100_000
+# Commands that only stop work are still taken for a tenant no longer registered (deleted with --force),
+# so its leftover schedules can be wound down; every other command of an unregistered tenant is refused.
+STOPPING = frozenset({"PAUSE", "CANCEL"})
+LOST_KEPT = 20  # lost attempts a schedule's view names, for the workers that may still run them
 
 
 class SchedulerTask:
@@ -58,7 +62,7 @@ class SchedulerTask:
                  tenant_topic: Callable[[str, str, str | None], str], horizon_ms: int,
                  ensure_tenant: Callable[[str], None], retry_allowed: Callable[[str, int], bool],
                  max_active_schedules: Callable[[str], int], max_concurrency: Callable[[str], int | None],
-                 partitions: int) -> None:
+                 partitions: int, tenant_registered: Callable[[str], bool] = lambda tenant: True) -> None:
         self.partition = partition
         self.store = store
         self.topics = topics
@@ -70,12 +74,14 @@ class SchedulerTask:
         self.max_active_schedules = max_active_schedules  # tenant -> its quota
         self.max_concurrency = max_concurrency  # tenant -> its running-slot quota, None: unlimited
         self.partitions = partitions            # of the schedule topics, for the running-slot ledger
+        self.tenant_registered = tenant_registered  # tenant -> in the registry (always True with --open-tenants)
         self.slots = running_slots.RunningSlots(max_concurrency)
         self._floor = {DISPATCH: DISPATCH, CATCH_UP: CATCH_UP}  # no entry of a lane sorts before its floor
         self._ranks: dict[tuple[bytes, int, str], int] = {}      # (lane, due, tenant) -> next rank given
         self._staged: StagedPartition | None = None  # this partition's part of the open stage, if any
         self._staged_puts: dict[bytes, bytes] = {}  # strict entries written into the staged instant since it began
         self._sent_staged: set[bytes] = set()  # timeline keys a stage's commit sent, not yet deleted here
+        self._leases_from_ms: int | None = None  # this task's first lease check (scheduler.engine.leases)
         self.reset()
 
     # -- transaction boundaries -------------------------------------------------
@@ -137,6 +143,10 @@ class SchedulerTask:
         if key is None or key.decode(errors="replace") != command["schedule_id"]:
             self._reject_malformed(key, "record key must equal the command's schedule_id", source, now_ms,
                                    command)
+            return
+        if command["type"] not in STOPPING and not self.tenant_registered(command["tenant"]):
+            self._send_result(key, result_record(command, "REJECTED", now_ms, reason="UNKNOWN_TENANT",
+                                                 message=f"tenant {command['tenant']!r} is not registered"))
             return
         current = self._schedule(command["schedule_id"])
         manual = {"RERUN": self._rerun, "TRIGGER": self._trigger, "BACKFILL": self._backfill}.get(command["type"])
@@ -248,15 +258,45 @@ class SchedulerTask:
         event = self._decode("AttemptEvent", self.topics.attempts, key, value, offset, now_ms)
         if event is None:
             return
+        if event["kind"] == "LOST":  # the scheduler's own verdict, never a worker's
+            log.warning("ignored a LOST attempt event from worker %s", event["worker_id"])
+            return
+        self._apply_attempt(event, self._status(event["occurrence_id"]), now_ms)
+
+    def expire_leases(self, now_ms: int, budget: int = 1000) -> None:
+        """Record LOST for the attempts whose lease expired, which retries them (scheduler.engine.leases)."""
+        if self._leases_from_ms is None:
+            self._leases_from_ms = now_ms
+        for expires_ms, oid in leases.expired(self.txn, now_ms, budget):
+            status = self._status(oid)
+            if status is None or status["state"] != "RUNNING" or status.get("lease_expires_at_ms") != expires_ms:
+                leases.move(self.txn, oid, expires_ms, None)  # left behind by a state this index missed
+                continue
+            schedule = self._schedule(status["schedule_id"])
+            lease = lease_ms(schedule)
+            if self._leases_from_ms + lease > now_ms:  # inherited: one full lease of this task's own first
+                renewed = self._leases_from_ms + lease
+                leases.move(self.txn, oid, expires_ms, renewed)
+                self._put_status({**status, "lease_expires_at_ms": renewed})
+                continue
+            log.info("occurrence %s attempt %d lost its lease (%d ms without a heartbeat)", oid,
+                     status["attempt"], lease)
+            self._apply_attempt(leases.lost_event(status, now_ms, lease), status, now_ms)
+
+    def has_expired_lease(self, now_ms: int) -> bool:
+        return leases.has_expired(self.txn, now_ms)
+
+    def _apply_attempt(self, event: Record, status: Record | None, now_ms: int) -> None:
         schedule = self._schedule(event["schedule_id"])
         if schedule is not None and schedule["tenant"] != event["tenant"]:
             schedule = None
-        status = self._status(event["occurrence_id"])
         outcome = apply_attempt(event, status, schedule, now_ms,
                                 retry_budget_left=self.retry_allowed(event["tenant"], now_ms))
         if outcome.status is None:
             log.debug("ignored attempt event for %s: %s", event["occurrence_id"], outcome.ignored_reason)
             return
+        leases.move(self.txn, event["occurrence_id"], (status or {}).get("lease_expires_at_ms"),
+                    outcome.status.get("lease_expires_at_ms"))
         self._put_status(outcome.status)
         if outcome.finished:
             self.slots.finished(self.txn, event["tenant"], event["occurrence_id"])
@@ -275,6 +315,9 @@ class SchedulerTask:
             schedule = {**schedule, "pending": [*schedule["pending"], ref]}
         if outcome.dead_reason is not None:
             self._dead_letter(schedule, outcome.status, outcome.dead_reason, now_ms)
+        if outcome.lost is not None:
+            schedule = {**schedule, "lost_attempts": [*schedule.get("lost_attempts", []), outcome.lost][-LOST_KEPT:]}
+            self._publish(schedule)  # the worker holding the attempt follows the tenant's view
         if schedule is not before:
             self._save(schedule)
 
@@ -468,7 +511,7 @@ class SchedulerTask:
         return {"occurrence_id": oid, "schedule_id": state["schedule_id"], "tenant": state["tenant"],
                 "schedule_version": version, "scheduled_for_ms": scheduled_for_ms,
                 "available_at_ms": available_at_ms, "priority": spec["priority"], "payload": spec["payload"],
-                "attempt": attempt, "dst_rule": dst_rule, "catch_up": catch_up}
+                "attempt": attempt, "dst_rule": dst_rule, "catch_up": catch_up, "lease_ms": lease_ms(state)}
 
     def _enqueue(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int, *, attempt: int,
                  dst_rule: str | None, catch_up: bool, version: int | None = None) -> Record:

@@ -18,12 +18,15 @@ def attempt_event(
     at_ms: int,
     failure: Failure | None = None,
     reason: str | None = None,
+    progress: str | None = None,
 ) -> dict[str, Any]:
-    """One step of an attempt. `failure` goes with FAILED, `reason` with SKIPPED_STALE."""
+    """One step of an attempt. `failure` goes with FAILED, `reason` with SKIPPED_STALE, `progress` with HEARTBEAT."""
     if (kind == "FAILED") != (failure is not None):
         raise ValueError("a FAILED event needs a failure, and only a FAILED event has one")
     if (kind == "SKIPPED_STALE") != (reason is not None):
         raise ValueError("a SKIPPED_STALE event needs a reason, and only a SKIPPED_STALE event has one")
+    if progress is not None and kind != "HEARTBEAT":
+        raise ValueError("only a HEARTBEAT event carries progress")
     error_class = failure.error_class if failure else (STALE_CLASS if reason else None)
     error_message = failure.error_message if failure else reason
     return {
@@ -40,4 +43,5 @@ def attempt_event(
         "error_message": error_message,
         "worker_id": worker_id,
         "at_ms": at_ms,
+        "progress": progress,
     }

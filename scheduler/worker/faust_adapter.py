@@ -92,7 +92,8 @@ def attach(
                 except asyncio.CancelledError:
                     ctx.cancelled.set()  # the app is stopping: tell the handler, its record is redelivered
                     raise
-                await record(outcome)
+                if outcome is not None:
+                    await record(outcome)
         finally:
             await asyncio.to_thread(follower.close)
 

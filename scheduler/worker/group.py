@@ -107,7 +107,7 @@ class GroupLoop:
                 writer.write([], next_offset, self.consumer.consumer_group_metadata())
                 return
             outcome = self.worker.attempt(occurrence)
-            writer.write([outcome], next_offset, self.consumer.consumer_group_metadata())
+            writer.write([] if outcome is None else [outcome], next_offset, self.consumer.consumer_group_metadata())
         except NotRecorded as error:
             log.warning("occurrence at %s [%d] offset %d not recorded (%s); it will be read again",
                         message.topic(), message.partition(), message.offset(), error)

@@ -115,6 +115,8 @@ def _process(worker: Worker, message: Message) -> int:
     log.debug("occurrence %s delivery %s", occurrence.occurrence_id, message.delivery_count())
     try:
         outcome = worker.attempt(occurrence)
+        if outcome is None:  # an attempt already LOST: the scheduler runs its retry
+            return AcknowledgeType.ACCEPT
         writer.write([outcome])
     except NotRecorded as error:
         log.warning("occurrence %s not recorded (%s); releasing it", occurrence.occurrence_id, error)

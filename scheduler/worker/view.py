@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from scheduler.worker.occurrence import Occurrence
+from scheduler.worker.occurrence import AttemptContext, Occurrence
 
 # A tombstone (the schedule was deleted) is kept as this state, so its occurrences are skipped.
 DELETED = "DELETED"
@@ -23,6 +23,10 @@ ENDED = frozenset({"CANCELED", DELETED})
 class ViewEntry:
     version: int | None  # None for a deletion (a tombstone carries no version)
     state: str
+    lost: frozenset[tuple[str, int, str]] = frozenset()  # (occurrence_id, attempt, token) that lost their lease
+
+    def lost_tokens(self) -> set[str]:
+        return {token for _, _, token in self.lost}
 
 
 def staleness(entry: ViewEntry | None, occurrence: Occurrence) -> str | None:
@@ -43,14 +47,15 @@ def staleness(entry: ViewEntry | None, occurrence: Occurrence) -> str | None:
 class ScheduleView:
     """Latest entry per schedule, updated by a follower thread and read by the worker.
 
-    Running attempts register their cancellation event with `watch`, so an update that ends the
-    schedule (CANCELED, deleted) sets it while the handler still runs.
+    Running attempts register their context with `watch`: an update that ends the schedule
+    (CANCELED, deleted) sets its `cancelled` while the handler still runs, and one that names
+    the attempt's token among the schedule's lost attempts sets `lease_lost` too.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._entries: dict[str, ViewEntry] = {}
-        self._watchers: dict[str, set[threading.Event]] = {}
+        self._watchers: dict[str, set[AttemptContext]] = {}
 
     def apply(self, schedule_id: str, entry: ViewEntry) -> None:
         with self._lock:
@@ -61,9 +66,9 @@ class ScheduleView:
                     and entry.version < current.version):
                 return
             self._entries[schedule_id] = entry
-            watchers = list(self._watchers.get(schedule_id, ())) if entry.state in ENDED else []
-        for event in watchers:
-            event.set()
+            watchers = list(self._watchers.get(schedule_id, ()))
+        for ctx in watchers:
+            _notify(ctx, entry)
 
     def get(self, schedule_id: str) -> ViewEntry | None:
         with self._lock:
@@ -72,21 +77,34 @@ class ScheduleView:
     def staleness(self, occurrence: Occurrence) -> str | None:
         return staleness(self.get(occurrence.schedule_id), occurrence)
 
-    def watch(self, schedule_id: str, cancelled: threading.Event) -> None:
-        with self._lock:
-            self._watchers.setdefault(schedule_id, set()).add(cancelled)
-            entry = self._entries.get(schedule_id)
-        if entry is not None and entry.state in ENDED:
-            cancelled.set()
+    def is_lost(self, occurrence: Occurrence) -> bool:
+        """Has the scheduler recorded this attempt of the occurrence LOST (and retried it under another)?"""
+        entry = self.get(occurrence.schedule_id)
+        return entry is not None and any(oid == occurrence.occurrence_id and attempt == occurrence.attempt
+                                         for oid, attempt, _ in entry.lost)
 
-    def unwatch(self, schedule_id: str, cancelled: threading.Event) -> None:
+    def watch(self, schedule_id: str, ctx: AttemptContext) -> None:
+        with self._lock:
+            self._watchers.setdefault(schedule_id, set()).add(ctx)
+            entry = self._entries.get(schedule_id)
+        if entry is not None:
+            _notify(ctx, entry)
+
+    def unwatch(self, schedule_id: str, ctx: AttemptContext) -> None:
         with self._lock:
             watchers = self._watchers.get(schedule_id)
             if watchers is not None:
-                watchers.discard(cancelled)
+                watchers.discard(ctx)
                 if not watchers:
                     del self._watchers[schedule_id]
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+def _notify(ctx: AttemptContext, entry: ViewEntry) -> None:
+    if ctx.attempt_token in entry.lost_tokens():
+        ctx.lose_lease()
+    elif entry.state in ENDED:
+        ctx.cancelled.set()

@@ -135,8 +135,9 @@ class Worker:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    def attempt(self, occurrence: Occurrence) -> Event:
-        """Run one attempt, writing STARTED in its own transaction; returns the outcome event to record."""
+    def attempt(self, occurrence: Occurrence) -> Event | None:
+        """Run one attempt, writing STARTED and each HEARTBEAT in its own transaction; returns the outcome
+        event to record (None: nothing to record, see run_attempt)."""
         assert self.writer is not None, "attempt() runs inside run()"
         writer = self.writer
         ctx = AttemptContext.fresh()

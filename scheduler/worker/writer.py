@@ -7,6 +7,7 @@ redelivery (at-least-once), never a lost occurrence (at-most-once).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,6 +44,7 @@ class AttemptWriter:
                 "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
                 "linger.ms": 0,
             }), TIMEOUT_S)
+        self._lock = threading.Lock()  # heartbeats are written from their own thread
 
     def write(
         self,
@@ -56,6 +58,11 @@ class AttemptWriter:
         propagate as KafkaException, and a refused write to the topic as NotAuthorized: the worker
         must stop, as writing again would only be refused again.
         """
+        with self._lock:
+            self._write(events, offsets, group_metadata)
+
+    def _write(self, events: Sequence[dict[str, Any]], offsets: Sequence[TopicPartition],
+               group_metadata: Any) -> None:
         refused: list[KafkaError] = []
 
         def delivered(error: KafkaError | None, message: Message) -> None:

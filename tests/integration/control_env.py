@@ -49,7 +49,8 @@ class ControlEnv:
 def control_env(bootstrap: str, tmp_path: Path) -> Iterator[ControlEnv]:
     prefix = f"c{uuid.uuid4().hex[:8]}"
     ensure_layout(bootstrap, prefix)
-    process = SchedulerProcess(bootstrap, prefix, tmp_path / "state", "ctl", ("--horizon", "5")).start()
+    process = SchedulerProcess(bootstrap, prefix, tmp_path / "state", "ctl", ("--horizon", "5"),
+                               open_tenants=False).start()
     plane = ControlPlane.open(bootstrap, prefix, timeout_s=60)
     key_file = tmp_path / "keys.json"
     keys = {"admin": create_key(key_file, None)}

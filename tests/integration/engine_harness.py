@@ -40,6 +40,9 @@ class SchedulerProcess:
     extra_args: tuple[str, ...] = ()
     log_path: Path | None = None
     proc: subprocess.Popen | None = None
+    # Engine tests name tenants freely and rely on the engine's default quotas (unlimited running slots,
+    # so bursts are staged): they run with --open-tenants. Tests that register their tenants run strict.
+    open_tenants: bool = True
 
     def start(self) -> "SchedulerProcess":
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix}
@@ -47,7 +50,8 @@ class SchedulerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "run", "--instance-id", self.instance_id,
-             "--state-dir", str(self.state_dir), *self.extra_args],
+             "--state-dir", str(self.state_dir), *(("--open-tenants",) if self.open_tenants else ()),
+             *self.extra_args],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         return self
 

@@ -70,3 +70,17 @@ def slow(occurrence: Occurrence, ctx: AttemptContext) -> None:
     started = time.time()
     time.sleep(2.5)
     _note(occurrence, ctx, started=started, ended=time.time())
+
+
+def long_run(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """Runs for as many seconds as the payload says, relying on the worker's own heartbeats, and reports
+    progress once halfway; notes its start, then its end and whether it was told its lease was lost."""
+    seconds = float(occurrence.payload.decode())
+    started = time.time()
+    _note(occurrence, ctx, phase="started", at=started)
+    reported = False
+    while time.time() - started < seconds and not ctx.cancelled.wait(0.1):
+        if not reported and time.time() - started >= seconds / 2:
+            reported = ctx.heartbeat(progress="halfway")
+    _note(occurrence, ctx, phase="ended", at=time.time(), cancelled=ctx.cancelled.is_set(),
+          lease_lost=ctx.lease_lost.is_set(), progress_reported=reported)

@@ -31,6 +31,7 @@ OCCURRENCE = {
     "attempt": 2,
     "dst_rule": "SHIFT",
     "catch_up": True,
+    "lease_ms": 5_000,
 }
 
 

@@ -44,7 +44,7 @@ def test_layout_has_the_documented_topics(topology: Topology) -> None:
     assert set(topology.topics) == {
         "commands", "schedules", "timeline-changelog", "occurrence-status-changelog",
         "command-results", "attempts", "occurrence-events", "tenants", "occurrences", "schedule-view", "dead-letters",
-        "admissions", "admission-results", "admission-changelog",
+        "admissions", "admission-results", "admission-changelog", "api-keys",
     }
     assert topology.schedule_partitions == 8
     assert topology.priorities == ("high", "normal", "low")

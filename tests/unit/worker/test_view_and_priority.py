@@ -1,11 +1,12 @@
 """The schedule view's ordering rule and the priority buffers."""
 from __future__ import annotations
 
-import threading
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
 
+from scheduler.worker.occurrence import AttemptContext, Occurrence, from_ms
 from scheduler.worker.priority import PriorityBuffers
 from scheduler.worker.view import ScheduleView, ViewEntry
 
@@ -22,12 +23,27 @@ def test_view_never_goes_back_to_an_older_version_but_accepts_a_recreation_after
 
 def test_watching_an_already_cancelled_schedule_cancels_at_once_and_pause_does_not():
     view = ScheduleView()
-    paused, cancelled = threading.Event(), threading.Event()
+    paused, cancelled = AttemptContext.fresh(), AttemptContext.fresh()
     view.apply("p", ViewEntry(2, "PAUSED"))
     view.apply("c", ViewEntry(2, "CANCELED"))
     view.watch("p", paused)
     view.watch("c", cancelled)
-    assert not paused.is_set() and cancelled.is_set()
+    assert not paused.cancelled.is_set() and cancelled.cancelled.is_set()
+    assert not cancelled.lease_lost.is_set()
+
+
+def test_a_lost_token_in_the_view_stops_only_that_attempt_and_marks_its_redeliveries_lost():
+    view = ScheduleView()
+    mine, other = AttemptContext.fresh(), AttemptContext.fresh()
+    view.apply("s", ViewEntry(1, "ACTIVE"))
+    view.watch("s", mine)
+    view.watch("s", other)
+    view.apply("s", ViewEntry(1, "ACTIVE", frozenset({("s/v1/0", 1, mine.attempt_token)})))
+    assert mine.lease_lost.is_set() and mine.cancelled.is_set() and not mine.heartbeat()
+    assert not other.cancelled.is_set()
+    occurrence = Occurrence("s/v1/0", "s", "acme", 1, from_ms(0), from_ms(0), 1, b"", "normal", False)
+    assert view.is_lost(occurrence)
+    assert not view.is_lost(dataclasses.replace(occurrence, attempt=2))
 
 
 @dataclass

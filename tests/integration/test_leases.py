@@ -1,0 +1,146 @@
+"""Renewable leases with real scheduler and worker processes on the real broker: a heartbeating handler
+keeps its attempt however long it runs; a dead (kill -9) or frozen (SIGSTOP) worker loses it, its
+occurrence is retried under a new token, and the old token's late result is refused."""
+from __future__ import annotations
+
+import math
+import signal
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from engine_harness import SchedulerProcess, ensure_layout
+from scheduler.client import SchedulerClient, make_spec
+from worker_harness import (
+    CODEC, TOPOLOGY, WorkerProcess, attempt_reader, handled, kinds_by_occurrence, produce, wait_for,
+)
+
+TENANT = "leases"
+LEASE_MS = 2_000
+SESSION_TIMEOUT_MS = 1_500
+
+
+@pytest.fixture
+def system(kafka_bootstrap, unique_prefix, tmp_path):
+    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
+    scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "3")).start()
+    client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60)
+    workers: list[WorkerProcess] = []
+
+    def worker(*extra: str) -> WorkerProcess:
+        started = WorkerProcess(kafka_bootstrap, unique_prefix, TENANT, "worker_handlers:long_run",
+                                tmp_path / "work", extra_args=extra).start()
+        workers.append(started)
+        return started
+
+    yield client, worker, tmp_path / "work"
+    for started in workers:
+        started.stop_quietly()
+    client.close()
+    if scheduler.alive():
+        scheduler.terminate()
+
+
+def soon(seconds: float = 4) -> str:
+    return datetime.fromtimestamp(math.ceil(time.time() + seconds), tz=timezone.utc).isoformat().replace(
+        "+00:00", "Z")
+
+
+def notes(workdir, phase: str, attempt: int | None = None) -> list[dict]:
+    return [n for n in handled(workdir) if n["phase"] == phase and attempt in (None, n["attempt"])]
+
+
+def test_a_handler_running_ten_times_its_lease_keeps_its_attempt_and_finishes_once(
+        system, kafka_bootstrap, unique_prefix):
+    client, worker, workdir = system
+    runner = worker()
+    seconds = 10 * LEASE_MS / 1000
+    client.create(TENANT, make_spec("once", soon(), payload=str(seconds).encode(), lease_ms=LEASE_MS,
+                                    retry_backoff_ms=100), schedule_id="long")
+    wait_for(lambda: notes(workdir, "ended"), 60 + seconds, "the long handler's end")
+    [start], [end] = notes(workdir, "started"), notes(workdir, "ended")
+    assert not end["lease_lost"] and not end["cancelled"] and end["progress_reported"], runner.log_tail()
+    assert end["at"] - start["at"] >= seconds
+    oid = start["occurrence_id"]
+    wait_for(lambda: client.occurrence(TENANT, oid)["state"] == "SUCCEEDED", 30, "SUCCEEDED")
+    status = client.occurrence(TENANT, oid)
+    assert status["attempt"] == 1 and status["attempt_token"] == start["token"]
+    reader = attempt_reader(kafka_bootstrap, unique_prefix)
+    try:
+        reader.until(lambda got: any(r.record["kind"] == "SUCCEEDED" for r in got), 20)
+    finally:
+        reader.close()
+    kinds = kinds_by_occurrence(reader)[oid]
+    beats = kinds.count("HEARTBEAT")
+    assert kinds[0] == "STARTED" and kinds[-1] == "SUCCEEDED" and set(kinds[1:-1]) == {"HEARTBEAT"}, kinds
+    # Every lease/3 on its own (~30 in 20 s) plus the handler's one; at least one per lease to keep it.
+    assert seconds * 1000 / LEASE_MS <= beats <= 3 * seconds * 1000 / LEASE_MS + 5, beats
+    progress = [r.record["progress"] for r in reader.received if r.record["kind"] == "HEARTBEAT"]
+    assert "halfway" in progress
+
+
+def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and_its_late_result_refused(
+        system, kafka_bootstrap, unique_prefix):
+    """Consumer-group mode, with the workers' session timeout below the lease (docs/workers.md): the
+    survivor owns the dead worker's partitions by the time the lease expires."""
+    client, worker, workdir = system
+    fast = ("--session-timeout-ms", str(SESSION_TIMEOUT_MS))
+    pool = {w.proc.pid: w for w in (worker(*fast), worker(*fast))}
+    client.create(TENANT, make_spec("once", soon(6), payload=b"8", lease_ms=LEASE_MS, retry_backoff_ms=100,
+                                    max_attempts=3), schedule_id="victim")
+    wait_for(lambda: notes(workdir, "started"), 90, "the first attempt")
+    [first] = notes(workdir, "started")
+    time.sleep(1)  # mid-run: heartbeats written
+    pool[first["pid"]].kill()
+    killed_at = time.time()
+    wait_for(lambda: len(notes(workdir, "started")) >= 2, 60, "the retry")
+    retry = notes(workdir, "started")[1]
+    death_to_retry = retry["at"] - killed_at
+    print(f"worker death to retry: {death_to_retry:.2f} s (lease {LEASE_MS} ms, session {SESSION_TIMEOUT_MS} ms)")
+    assert retry["pid"] != first["pid"] and retry["token"] != first["token"]
+    assert death_to_retry < LEASE_MS / 1000 + 10, "lease + one turn (+ backoff, + a loaded machine's slack)"
+
+    oid = first["occurrence_id"]
+    late = {"occurrence_id": oid, "schedule_id": "victim", "tenant": TENANT, "schedule_version": 1,
+            "scheduled_for_ms": client.occurrence(TENANT, oid)["scheduled_for_ms"], "attempt": first["attempt"],
+            "attempt_token": first["token"], "kind": "SUCCEEDED", "retryable": False, "error_class": None,
+            "error_message": None, "worker_id": "the-killed-one", "at_ms": int(time.time() * 1000)}
+    produce(kafka_bootstrap, [(TOPOLOGY.topic_name("attempts", unique_prefix), "victim",
+                               CODEC.encode("AttemptEvent", late))])
+    status = client.occurrence(TENANT, oid)
+    assert status["attempt_token"] == retry["token"] and status["state"] == "RUNNING", status
+    # The replay sits before the retry's own result in the schedule's partition: once that result is in,
+    # the replay was processed, and the history says what it did.
+    wait_for(lambda: client.occurrence(TENANT, oid)["state"] == "SUCCEEDED", 60, "the retry's success")
+    status = client.occurrence(TENANT, oid)
+    assert status["attempt_token"] == retry["token"] and status["attempt"] == retry["attempt"]
+    results = [(e["kind"], e["attempt_token"]) for e in status["attempts"] if e["kind"] != "STARTED"]
+    # Either the lease expired first (LOST, then attempt 2) or the survivor's redelivery of attempt 1
+    # took the lease over; the killed worker's token never succeeds.
+    assert results in ([("LOST", first["token"]), ("SUCCEEDED", retry["token"])],
+                       [("SUCCEEDED", retry["token"])]), status["attempts"]
+    assert retry["attempt"] == (2 if results[0][0] == "LOST" else 1)
+
+
+def test_a_frozen_worker_learns_through_ctx_cancelled_that_its_lease_was_lost(system, kafka_bootstrap,
+                                                                                unique_prefix):
+    client, worker, workdir = system
+    frozen = worker()
+    client.create(TENANT, make_spec("once", soon(), payload=b"6", lease_ms=LEASE_MS, retry_backoff_ms=100),
+                  schedule_id="frozen")
+    wait_for(lambda: notes(workdir, "started", 1), 90, "the first attempt")
+    oid = notes(workdir, "started", 1)[0]["occurrence_id"]
+    assert frozen.proc is not None
+    frozen.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: any(e["kind"] == "LOST" for e in client.occurrence(TENANT, oid)["attempts"]), 30,
+                 "the lease to be lost")
+    finally:
+        frozen.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: notes(workdir, "ended", 1), 30, "the frozen attempt to stop")
+    [end] = notes(workdir, "ended", 1)
+    assert end["lease_lost"] and end["cancelled"], frozen.log_tail()
+    wait_for(lambda: client.occurrence(TENANT, oid)["state"] == "SUCCEEDED", 60, "the retry's success")
+    status = client.occurrence(TENANT, oid)
+    assert status["attempt"] == 2 and [e["kind"] for e in status["attempts"]].count("SUCCEEDED") == 1
