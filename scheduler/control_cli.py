@@ -353,7 +353,8 @@ def _grant_text(granted: Record) -> str:
 def api_serve(args: argparse.Namespace) -> int:
     from scheduler.api.server import serve  # uvicorn and FastAPI load only for the server
 
-    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout)
+    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout, args.metrics_url,
+          args.forecast_hours)
     return EXIT_OK
 
 
@@ -461,6 +462,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     api.add_argument("--host", default="127.0.0.1")
     api.add_argument("--port", type=int, default=8080)
     api.add_argument("--keys", type=Path, default=default_key_file(), help="API key file")
+    api.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                     help="a scheduler's /metrics (`scheduler run --metrics-port`), read by the console (repeatable)")
+    api.add_argument("--forecast-hours", type=float, default=6.0, help="hours ahead the console's forecast covers")
     api.set_defaults(handler=_guarded(api_serve))
     api_verbs = api.add_subparsers(dest="verb")
     keys = api_verbs.add_parser("keys", help="create or revoke API keys")
