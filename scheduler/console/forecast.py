@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from scheduler.engine import instants
 from scheduler.engine.specs import compile_spec
-from scheduler.timing.fires import fires_between, next_fire
+from scheduler.timing.fires import instants_between, next_fire
 from scheduler.timing.spec import ScheduleSpec, SpecError
 
 Record = dict[str, Any]
@@ -65,9 +65,9 @@ class _Held:
 
 def _fires_ms(share: Share, after_ms: int, until_ms: int) -> list[int]:
     """Fires in (after_ms, until_ms] as epoch ms, capped by max_fires counted from `after_ms`."""
-    fires = fires_between(share.spec, instants.to_datetime(after_ms), instants.to_datetime(until_ms),
-                          None, share.fired_before)
-    return [instants.to_ms(f.scheduled_for) for f in fires]
+    # (after_ms, until_ms] in ms is (after_us + 999, until_us + 999] in microseconds.
+    fires = instants_between(share.spec, after_ms * 1000 + 999, until_ms * 1000 + 999, share.fired_before)
+    return [us // 1000 for us in fires]
 
 
 def _next_ms(share: Share, after_ms: int, fired_before: int) -> int | None:
@@ -96,15 +96,12 @@ class ForecastIndex:
     # -- counters ------------------------------------------------------------------
 
     def _count(self, slot: Slot, fires_ms: list[int], sign: int) -> None:
-        for ms in fires_ms:
-            second = ms // 1000
-            for table, bucket in ((self.seconds, second), (self.minutes, second - second % 60)):
-                slots = table.setdefault(bucket, Counter())
-                slots[slot] += sign
-                if not slots[slot]:
-                    del slots[slot]
-                    if not slots:
-                        del table[bucket]
+        per_second = Counter(ms // 1000 for ms in fires_ms)
+        per_minute: Counter[int] = Counter()
+        for second, n in per_second.items():
+            per_minute[second - second % 60] += n
+        _add(self.seconds, per_second, slot, sign)
+        _add(self.minutes, per_minute, slot, sign)
 
     def _window_fires(self, held: _Held) -> list[int]:
         """The fires `held` has in the counters now (those before start_ms have been dropped)."""
@@ -171,6 +168,21 @@ class ForecastIndex:
                 del minute[slot]
             if not minute:
                 del self.minutes[minute_start]
+
+
+def _add(table: dict[int, Counter[Slot]], counts: Counter[int], slot: Slot, sign: int) -> None:
+    """Add (or take back) counts per bucket; empty entries go, so the tables hold only what is due."""
+    for bucket, n in counts.items():
+        slots = table.get(bucket)
+        if slots is None:
+            slots = table[bucket] = Counter()
+        value = slots.get(slot, 0) + sign * n
+        if value:
+            slots[slot] = value
+        else:
+            slots.pop(slot, None)
+            if not slots:
+                del table[bucket]
 
 
 def window_start(now_ms: int) -> int:
