@@ -72,6 +72,7 @@ def _templates() -> Environment:
     env.filters["utc"] = utc_text
     env.filters["secs"] = seconds_text
     env.filters["q"] = lambda value: urllib.parse.quote(str(value), safe="")
+    env.filters["text"] = lambda data: data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
     return env
 
 

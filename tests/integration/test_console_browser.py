@@ -83,6 +83,16 @@ def click(browser, element_id: str) -> None:
     go(browser, browser.find_element(By.ID, element_id))
 
 
+def shoot(browser, path: Path) -> None:
+    """The whole page (up to 2400 px tall), not just the window."""
+    height = min(2400, browser.execute_script("return document.documentElement.scrollHeight"))
+    browser.set_window_size(1360, max(700, height))
+    try:
+        browser.save_screenshot(str(path))
+    finally:
+        browser.set_window_size(1360, 1000)
+
+
 def text(browser, element_id: str) -> str:
     return browser.find_element(By.ID, element_id).text
 
@@ -101,7 +111,7 @@ def test_a_bad_key_is_refused_and_pages_need_a_session(browser, server, shots):
     browser.find_element(By.ID, "key").send_keys("sk_nope_nope")
     click(browser, "login")
     assert "not valid" in text(browser, "login-error")
-    browser.save_screenshot(str(shots / "login.png"))
+    shoot(browser, shots / "login.png")
     assert httpx.get(f"{server.url}/ui/forecast", follow_redirects=False).status_code == 303
 
 
@@ -109,12 +119,12 @@ def test_navigate_tenant_schedule_occurrence_pause_resume_trigger_and_rerun(brow
     login(browser, server, "acme")
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-tenant="acme"]')
     assert row.find_element(By.CSS_SELECTOR, ".use").text == str(STRICT_AT_7 + FLEXIBLE_AT_7 + 2)
-    browser.save_screenshot(str(shots / "tenants.png"))
+    shoot(browser, shots / "tenants.png")
 
     go(browser, row.find_element(By.LINK_TEXT, "acme"))
     listed = {r.get_attribute("data-schedule") for r in browser.find_elements(By.CSS_SELECTOR, "#schedules tr[data-schedule]")}
     assert "nightly-report" in listed and "globex-only" not in listed
-    browser.save_screenshot(str(shots / "tenant.png"))
+    shoot(browser, shots / "tenant.png")
     browser.find_element(By.ID, "q").send_keys("flex")
     click(browser, "search")
     found = {r.get_attribute("data-schedule") for r in browser.find_elements(By.CSS_SELECTOR, "#schedules tr[data-schedule]")}
@@ -124,7 +134,7 @@ def test_navigate_tenant_schedule_occurrence_pause_resume_trigger_and_rerun(brow
     assert text(browser, "schedule-state") == "ACTIVE"
     click(browser, "pause")
     assert "Pause schedule nightly-report" in text(browser, "confirm-subject")
-    browser.save_screenshot(str(shots / "confirm.png"))
+    shoot(browser, shots / "confirm.png")
     click(browser, "confirm")
     assert text(browser, "schedule-state") == "PAUSED" and "pause: ACCEPTED" in text(browser, "done")
     assert server.env.plane.schedules.get("acme", "nightly-report")["state"] == "PAUSED"
@@ -146,11 +156,11 @@ def test_navigate_tenant_schedule_occurrence_pause_resume_trigger_and_rerun(brow
     oid = occurrence["occurrence_id"]
     assert until(lambda: bool(browser.find_elements(By.CSS_SELECTOR, f'tr[data-occurrence="{oid}"]')),
                  reload=browser.refresh), "the triggered occurrence is not listed on its schedule's page"
-    browser.save_screenshot(str(shots / "schedule.png"))
+    shoot(browser, shots / "schedule.png")
     go(browser, browser.find_element(By.LINK_TEXT, oid))
     assert until(lambda: text(browser, "occurrence-state") == "SUCCEEDED", reload=browser.refresh)
     assert len(browser.find_elements(By.CSS_SELECTOR, "#attempts tbody tr")) == 2  # STARTED, SUCCEEDED
-    browser.save_screenshot(str(shots / "occurrence.png"))
+    shoot(browser, shots / "occurrence.png")
     click(browser, "rerun")
     click(browser, "confirm")
     assert "rerun: ACCEPTED" in text(browser, "done")
@@ -166,7 +176,7 @@ def test_update_shows_a_dry_run_diff_and_applies_only_when_confirmed(browser, se
     changed = browser.find_elements(By.CSS_SELECTOR, "#diff tr.changed")
     assert len(changed) == 10
     assert server.env.plane.schedules.get("acme", "at7-strict-0")["spec"]["expression"] == "7 * * * *"
-    browser.save_screenshot(str(shots / "diff.png"))
+    shoot(browser, shots / "diff.png")
     click(browser, "cancel")
     assert server.env.plane.schedules.get("acme", "at7-strict-0")["version"] == 1
 
@@ -182,7 +192,7 @@ def test_next_fires_flag_the_dst_shifted_one(browser, server, shots):
         flagged = "dst" in (row.get_attribute("class") or "").split()
         assert flagged == ("gap_shifted" in row.text or "offset changed" in row.text), row.text
     assert any("dst" not in (r.get_attribute("class") or "").split() for r in rows)
-    browser.save_screenshot(str(shots / "schedule-dst.png"))
+    shoot(browser, shots / "schedule-dst.png")
 
 
 def test_forecast_counts_match_the_schedules_created_for_the_test(browser, server, shots):
@@ -212,7 +222,7 @@ def test_forecast_counts_match_the_schedules_created_for_the_test(browser, serve
     server.env.plane.client.resume("acme", "nightly-report")
     assert until(lambda: bool(top_of_hour_rows()), reload=browser.refresh)
     browser.get(f"{server.url}/ui/forecast")
-    browser.save_screenshot(str(shots / "forecast.png"))
+    shoot(browser, shots / "forecast.png")
 
 
 def test_a_tenant_key_never_sees_another_tenants_pages_or_data(browser, server, shots):
@@ -231,7 +241,7 @@ def test_a_tenant_key_never_sees_another_tenants_pages_or_data(browser, server, 
         browser.get(server.url + path)
         assert text(browser, "error-status") == "404", path
         assert http.get(path).status_code == 404, path
-    browser.save_screenshot(str(shots / "not-found.png"))
+    shoot(browser, shots / "not-found.png")
     csrf = browser.find_element(By.NAME, "csrf").get_attribute("value")
     refused = http.post("/ui/tenants/acme/schedules/nightly-report/pause", data={"csrf": csrf, "version": ""})
     assert refused.status_code == 404
