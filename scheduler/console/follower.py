@@ -19,6 +19,7 @@ Record = dict[str, Any]
 
 DEFAULT_HORIZON_MS = 6 * 3_600_000
 TICK_S = 0.25
+SLIDE_STEP_MS = 10_000
 
 
 def _now_ms() -> int:
@@ -92,7 +93,14 @@ class ConsoleIndexes:
         with self._lock:
             for key, record in occurrences.items():
                 self.stats.apply(key, record)
-            self.forecast.advance(_now_ms())
+        # Slide in steps too: after a long catch-up the window may have a lot of ground to cover.
+        target = _now_ms()
+        while True:
+            with self._lock:
+                step = min(target, self.forecast.start_ms + 1 + SLIDE_STEP_MS)
+                self.forecast.advance(step)
+            if step >= target:
+                return
 
     def read_forecast(self, tenants: frozenset[str] | None) -> Forecast:
         with self._lock:

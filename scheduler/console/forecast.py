@@ -146,7 +146,8 @@ class ForecastIndex:
             held = self._held.get(schedule_id)
             if held is None or held.generation != generation:
                 continue  # changed since: its new share was pushed on its own
-            counted = len(_fires_ms(held.share, held.since_ms, self.end_ms)) if held.share.spec.max_fires is not None else 0
+            capped = held.share.spec.max_fires is not None
+            counted = len(_fires_ms(held.share, held.since_ms, self.end_ms)) if capped else 0
             fires = _fires_ms(held.share._replace(fired_before=held.share.fired_before + counted),
                               self.end_ms, new_end)
             self._count((held.share.tenant, held.share.lane), fires, +1)

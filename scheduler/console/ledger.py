@@ -32,6 +32,10 @@ GROUP BY d.occurrence_id, d.scheduled_for_ms, d.available_at_ms
 ORDER BY d.scheduled_for_ms DESC LIMIT %s"""
 
 
+# An occurrence's status from its last attempt event (no event yet: it waits in its topic).
+LAST_ATTEMPT_STATUS = {"STARTED": "RUNNING", "HEARTBEAT": "RUNNING", "SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED"}
+
+
 def schema_name(prefix: str) -> str:
     """The ledger's PostgreSQL schema: the topic prefix lower-cased, other characters as '_'."""
     return re.sub(r"[^a-z0-9_]", "_", prefix.lower())
@@ -40,7 +44,7 @@ def schema_name(prefix: str) -> str:
 def status_of(row: Record) -> str:
     if row["dead"]:
         return "DEAD"
-    return {"STARTED": "RUNNING", "HEARTBEAT": "RUNNING", "SUCCEEDED": "SUCCEEDED", "FAILED": "FAILED"}.get(row["last_kind"] or "", "ENQUEUED")
+    return LAST_ATTEMPT_STATUS.get(row["last_kind"] or "", "ENQUEUED")
 
 
 class Ledger:

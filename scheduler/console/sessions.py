@@ -44,7 +44,8 @@ class Sessions:
         with self._lock:
             self._expire(now)
             if len(self._sessions) >= MAX_SESSIONS:  # the oldest go first
-                for token in sorted(self._sessions, key=lambda t: self._sessions[t].expires_at)[:len(self._sessions) // 10]:
+                oldest = sorted(self._sessions, key=lambda t: self._sessions[t].expires_at)
+                for token in oldest[:len(oldest) // 10]:
                     del self._sessions[token]
             self._sessions[session.token] = session
         return session

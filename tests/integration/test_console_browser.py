@@ -5,6 +5,7 @@ docs/console/ holds a committed set made with CONSOLE_SCREENSHOTS=docs/console).
 """
 from __future__ import annotations
 
+import base64
 import os
 import time
 import urllib.parse
@@ -84,13 +85,12 @@ def click(browser, element_id: str) -> None:
 
 
 def shoot(browser, path: Path) -> None:
-    """The whole page (up to 2400 px tall), not just the window."""
-    height = min(2400, browser.execute_script("return document.documentElement.scrollHeight"))
-    browser.set_window_size(1360, max(700, height))
-    try:
-        browser.save_screenshot(str(path))
-    finally:
-        browser.set_window_size(1360, 1000)
+    """The whole page (up to 2400 px tall), not just the window, through the DevTools protocol."""
+    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(2400, size["height"]), "scale": 1}
+    shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                              "clip": clip})
+    path.write_bytes(base64.b64decode(shot["data"]))
 
 
 def text(browser, element_id: str) -> str:
