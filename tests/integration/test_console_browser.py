@@ -20,6 +20,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from console_env import console_server
 from control_env import FakeWorker, control_env, hourly
+from scheduler.broker.local import free_port
 from scheduler.client import make_spec
 from scheduler.console.sessions import COOKIE
 
@@ -27,12 +28,17 @@ STRICT_AT_7, FLEXIBLE_AT_7 = 5, 3
 
 
 @pytest.fixture(scope="module")
-def env(kafka_bootstrap, tmp_path_factory):
-    yield from control_env(kafka_bootstrap, tmp_path_factory.mktemp("console"))
+def metrics_port() -> int:
+    return free_port()
 
 
 @pytest.fixture(scope="module")
-def server(env):
+def env(kafka_bootstrap, tmp_path_factory, metrics_port):
+    yield from control_env(kafka_bootstrap, tmp_path_factory.mktemp("console"), ("--metrics-port", str(metrics_port)))
+
+
+@pytest.fixture(scope="module")
+def server(env, metrics_port):
     client = env.plane.client
     for n in range(STRICT_AT_7):
         client.create("acme", make_spec("cron", "7 * * * *", "UTC"), schedule_id=f"at7-strict-{n}")
@@ -44,7 +50,7 @@ def server(env):
     client.create("acme", make_spec("cron", "30 2 * 3 0", "America/New_York", dst_gap="SHIFT"),
                   schedule_id="dst-shifted")
     client.create("globex", hourly(), schedule_id="globex-only")
-    yield from console_server(env)
+    yield from console_server(env, [f"http://127.0.0.1:{metrics_port}/metrics"])
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +125,7 @@ def test_navigate_tenant_schedule_occurrence_pause_resume_trigger_and_rerun(brow
     login(browser, server, "acme")
     row = browser.find_element(By.CSS_SELECTOR, 'tr[data-tenant="acme"]')
     assert row.find_element(By.CSS_SELECTOR, ".use").text == str(STRICT_AT_7 + FLEXIBLE_AT_7 + 2)
-    shoot(browser, shots / "tenants.png")
+    assert not browser.find_elements(By.ID, "engine-backlog")  # scheduler-wide figures: admin keys only
 
     go(browser, row.find_element(By.LINK_TEXT, "acme"))
     listed = {r.get_attribute("data-schedule") for r in browser.find_elements(By.CSS_SELECTOR, "#schedules tr[data-schedule]")}
@@ -164,6 +170,12 @@ def test_navigate_tenant_schedule_occurrence_pause_resume_trigger_and_rerun(brow
     click(browser, "rerun")
     click(browser, "confirm")
     assert "rerun: ACCEPTED" in text(browser, "done")
+    # The scheduler's lag histogram (its /metrics) has the triggered and re-run occurrences.
+    login(browser, server, "admin")
+    assert text(browser, "engine-backlog").isdigit()
+    assert until(lambda: any(text(browser, lane).endswith("s") for lane in ("engine-lag-strict", "engine-lag-catchup")),
+                 reload=browser.refresh)
+    shoot(browser, shots / "tenants.png")
 
 
 def test_update_shows_a_dry_run_diff_and_applies_only_when_confirmed(browser, server, shots):
