@@ -97,6 +97,7 @@ def router(console: Console) -> APIRouter:
 def forecast_view(console: Console, request: Request, viewer: Viewer, tenant: str, hours: float) -> Response:
     """The forecast page from the index: its cost depends on tenants x minutes, not on schedules."""
     allowed = frozenset({tenant}) if tenant else viewer.tenants
+    hours = min(hours, console.indexes.forecast.horizon_ms / 3_600_000)  # the index looks no further
     forecast = console.indexes.read_forecast(allowed)
     shown = min(len(forecast.minutes), int(hours * 60) + 1)
     strict, flexible = forecast.totals(STRICT)[:shown], forecast.totals(FLEXIBLE)[:shown]

@@ -9,7 +9,9 @@ from scheduler.api.keys import KeyStore, create_key, revoke_key
 from scheduler.client import make_spec
 from scheduler.console.engine_metrics import figures, histogram_quantile, parse, _delta
 from scheduler.console.fires import fire_rows
+from scheduler.console.actions import _edited, _safe_next
 from scheduler.console.ledger import schema_name
+from scheduler.console.web import PageError
 from scheduler.console.occurrence_stats import OccurrenceStats, p99
 from scheduler.console.sessions import Sessions, csrf_ok
 from scheduler.engine import instants
@@ -106,3 +108,14 @@ def test_fire_rows_flag_the_spring_forward_fire():
     flagged = [r for r in rows if r.dst_affected]
     assert [r.local.strftime("%d %H:%M") for r in rows] == ["27 02:30", "28 02:30", "29 03:00", "30 02:30"]
     assert [r.dst_rule for r in flagged] == ["gap_shifted"] and flagged[0].offset == "UTC+02:00"
+
+
+def test_log_in_redirects_stay_in_the_console_and_update_fields_are_checked():
+    assert _safe_next("/ui/tenants/acme") == "/ui/tenants/acme"
+    for elsewhere in ("https://evil.example/", "//evil.example/ui/", "/v1/tenants", ""):
+        assert _safe_next(elsewhere) == "/ui/tenants"
+    spec = make_spec("cron", "0 * * * *", "UTC")
+    edited = _edited(spec, {"expression": " 30 * * * * ", "time_zone": "", "flexible_window_ms": "60000"})
+    assert edited["expression"] == "30 * * * *" and edited["time_zone"] == "UTC" and edited["flexible_window_ms"] == 60_000
+    with pytest.raises(PageError):
+        _edited(spec, {"flexible_window_ms": "-5"})
