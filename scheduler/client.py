@@ -17,7 +17,10 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scheduler.codec import Codec
+from scheduler import vocabulary
 from scheduler.engine import instants
+from scheduler.engine.commands import MAX_BACKFILL as MAX_BACKFILL_FIRES
+from scheduler.engine.commands import PREVIEW_COUNT
 from scheduler.engine.specs import compile_spec
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.fires import next_fires
@@ -27,18 +30,11 @@ from scheduler.views import CompactedView, OccurrenceView, ScheduleView, waterma
 
 Record = dict[str, Any]
 
-PREVIEW_COUNT = 5
 MAX_PREVIEW = 1000
-MAX_BACKFILL_FIRES = 1000  # the engine rejects a larger BACKFILL with INVALID_SPEC
-OVERLAP_POLICIES = frozenset({"ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"})
-
-SPEC_DEFAULTS: Record = {
-    "kind": "CRON", "expression": "", "time_zone": "UTC", "anchor_at_ms": None, "start_at_ms": None,
-    "end_at_ms": None, "max_fires": None, "dst_gap": "SKIP", "dst_overlap": "FIRST", "priority": "NORMAL",
-    "flexible_window_ms": 0, "misfire_policy": "FIRE_ONCE", "catch_up_limit": 10, "max_lateness_ms": 300_000,
-    "overlap_policy": "ALLOW", "payload": b"", "max_attempts": 3, "retry_backoff_ms": 1000,
-    "run_timeout_ms": 3_600_000,
-}
+OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
+# Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
+SPEC_DEFAULTS: Record = vocabulary.field_defaults("ScheduleSpec")
+SPEC_FIELDS = frozenset(vocabulary.field_names("ScheduleSpec"))
 
 
 class SchedulerError(Exception):
@@ -99,7 +95,7 @@ def error_for(reason: str, message: str) -> SchedulerError:
 
 def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any) -> Record:
     """A full ScheduleSpec record; unknown fields are an error, not silently ignored."""
-    unknown = set(fields) - set(SPEC_DEFAULTS)
+    unknown = set(fields) - SPEC_FIELDS
     if unknown:
         raise ValueError(f"unknown spec fields: {sorted(unknown)}")
     return {**SPEC_DEFAULTS, **fields, "kind": kind.upper(), "expression": expression, "time_zone": time_zone}

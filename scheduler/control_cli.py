@@ -37,6 +37,7 @@ from scheduler.config import Settings
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.timing.instants import format_utc, parse_instant
+from scheduler import vocabulary
 from scheduler.topology import Topology
 from scheduler.views import ScheduleView, ViewUnavailable
 
@@ -49,12 +50,12 @@ EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
 )
 
 # CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
-_SPEC_INT_FLAGS = ("max_fires", "catch_up_limit", "max_lateness_ms", "max_attempts", "retry_backoff_ms",
-                   "run_timeout_ms", "flexible_window_ms", "occurrence_deadline_ms")
-_SPEC_CHOICE_FLAGS = {"priority": ("HIGH", "NORMAL", "LOW"), "misfire_policy": ("SKIP", "FIRE_ONCE", "CATCH_UP"),
-                      "overlap_policy": ("ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"), "dst_gap": ("SKIP", "SHIFT"),
-                      "dst_overlap": ("FIRST", "LAST", "BOTH")}
+# The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, choices.
 _SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
+_SPEC_INT_FLAGS = tuple(name for name in vocabulary.integer_fields("ScheduleSpec")
+                        if name not in _SPEC_INSTANT_FLAGS.values())
+_SPEC_CHOICE_FLAGS = {name: vocabulary.choices(enum) for name, enum in vocabulary.enum_fields("ScheduleSpec").items()
+                      if name != "kind"}
 
 
 def instant_ms(text: str) -> int:
@@ -90,6 +91,7 @@ def _spec_args(parser: argparse.ArgumentParser, kind_required: bool) -> None:
     kind.add_argument("--cron", help='five-field cron expression, e.g. "0 9 * * MON-FRI"')
     kind.add_argument("--every", help="fixed rate, e.g. 90m (anchored at --anchor, default: creation)")
     kind.add_argument("--at", help="one-shot: an RFC 3339 instant or a local date-time in --tz")
+    kind.add_argument("--rrule", help='RFC 5545 rule, e.g. "DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU"')
     parser.add_argument("--tz", dest="time_zone", help="IANA time zone (default UTC)")
     for flag in _SPEC_INSTANT_FLAGS:
         parser.add_argument(f"--{flag}", type=instant_ms, help=f"{flag} instant (RFC 3339 or epoch ms)")
@@ -110,6 +112,8 @@ def spec_fields(args: argparse.Namespace) -> Record:
         fields.update(kind="RATE", expression=every)
     elif args.at is not None:
         fields.update(kind="ONCE", expression=args.at)
+    elif args.rrule is not None:
+        fields.update(kind="RRULE", expression=args.rrule)
     for name in ("time_zone", *_SPEC_INT_FLAGS, *_SPEC_CHOICE_FLAGS):
         if getattr(args, name) is not None:
             fields[name] = getattr(args, name)
@@ -263,7 +267,7 @@ def schedules_preview(args: argparse.Namespace) -> int:
     else:
         fields = spec_fields(args)
         if "kind" not in fields:
-            raise ValidationError("USAGE", "give a schedule id or one of --cron, --every, --at")
+            raise ValidationError("USAGE", "give a schedule id or one of --cron, --every, --at, --rrule")
         spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
         fires = preview(spec, args.count, args.after)
     return _emit(args, fires, _fires_text)
@@ -396,7 +400,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     get.add_argument("schedule_id")
     listing = _add(verbs, "list", schedules_list, "list a tenant's schedules")
     _tenant_arg(listing)
-    listing.add_argument("--state", type=str.upper, choices=("ACTIVE", "PAUSED", "CANCELED", "COMPLETED"))
+    listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
     update = _add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     _tenant_arg(update)
     update.add_argument("schedule_id")

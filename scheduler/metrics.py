@@ -143,6 +143,11 @@ class EngineMetrics:
                                registry=r)
         self.restored_records = PromCounter("scheduler_restore_records", "Changelog records applied on restore",
                                             ["store"], registry=r)
+        self.restore_held = Gauge(
+            "scheduler_restore_held_by_open_transaction_seconds",
+            "How long a partition's restore has been waiting at a transaction of a previous owner that is "
+            "still open (0 once it ended); past the bound the restore fails instead", ["changelog", "partition"],
+            registry=r)
         self.restore_seconds = Histogram("scheduler_restore_seconds", "Time to restore one partition's stores",
                                          buckets=(0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0), registry=r)
         self.owned = Gauge("scheduler_owned_partitions", "Input partitions this process owns", registry=r)
@@ -226,6 +231,9 @@ class EngineMetrics:
         finally:
             self.restoring.dec()
             self.restore_seconds.observe(time.monotonic() - started)
+
+    def restore_waiting(self, changelog: str, partition: int, seconds: float) -> None:
+        self.restore_held.labels(changelog, str(partition)).set(seconds)
 
     def restored(self, applied: dict[str, int]) -> None:
         for store, n in applied.items():

@@ -18,6 +18,7 @@ from confluent_kafka import Producer
 
 from scheduler.admin import ensure_tenant_topics
 from scheduler.client import Conflict, NotFound, Unavailable, ValidationError
+from scheduler import vocabulary
 from scheduler.codec import Codec
 from scheduler.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.views import ScheduleView, TenantView
@@ -26,14 +27,9 @@ Record = dict[str, Any]
 
 MAX_TENANT_LENGTH = 100
 
-# Quota fields of the Tenant record with their defaults (the schema's) and their lower bounds.
-QUOTA_DEFAULTS: dict[str, int | float] = {
-    "max_active_schedules": 100_000,
-    "trigger_rate_per_s": 10_000.0,
-    "max_concurrency": 1000,
-    "catch_up_rate_per_s": 100.0,
-    "retry_budget_per_min": 1000,
-}
+# Quota fields of the Tenant record with their defaults (the schema's: every field that has one), and their
+# lower bounds.
+QUOTA_DEFAULTS: dict[str, int | float] = vocabulary.field_defaults("Tenant")
 _MINIMUM: dict[str, float] = {"max_active_schedules": 0, "trigger_rate_per_s": 1e-3, "max_concurrency": 1,
                               "catch_up_rate_per_s": 1e-3, "retry_budget_per_min": 0}
 _INT_FIELDS = frozenset({"max_active_schedules", "max_concurrency", "retry_budget_per_min"})

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from scheduler import vocabulary
 from scheduler.client import SPEC_DEFAULTS, ValidationError
 
 Record = dict[str, Any]
@@ -19,13 +20,14 @@ Record = dict[str, Any]
 INT32 = 2**31 - 1
 INT64 = 2**63 - 1
 MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_EXPRESSION = 10_000  # an RRULE's EXDATE list (holidays for years ahead) outgrows a cron line
 
 # Epoch ms within the calendar's years 1..9999 (what datetime, hence the time logic, handles).
 Ms = Annotated[int, Field(ge=-62_135_596_800_000, le=253_402_300_799_999)]
-SpecKind = Literal["ONCE", "CRON", "RATE"]
-OverlapPolicy = Literal["ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"]
+SpecKind = Literal[vocabulary.choices("SpecKind")]  # type: ignore[valid-type]
+OverlapPolicy = Literal[vocabulary.choices("OverlapPolicy")]  # type: ignore[valid-type]
 ScheduleId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
-ScheduleStatus = Literal["ACTIVE", "PAUSED", "CANCELED", "COMPLETED"]
+ScheduleStatus = Literal[vocabulary.choices("ScheduleStatus")]  # type: ignore[valid-type]
 
 
 class _Strict(BaseModel):
@@ -36,17 +38,18 @@ class SpecPatch(_Strict):
     """Schedule spec fields; in a PATCH only those given change."""
 
     kind: SpecKind | None = None
-    expression: Annotated[str, Field(min_length=1, max_length=1000)] | None = None
+    expression: Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION)] | None = None
     time_zone: Annotated[str, Field(min_length=1, max_length=100)] | None = None
     anchor_at_ms: Ms | None = None
     start_at_ms: Ms | None = None
     end_at_ms: Ms | None = None
     max_fires: Annotated[int, Field(ge=1, le=INT64)] | None = None
-    dst_gap: Literal["SKIP", "SHIFT"] | None = None
-    dst_overlap: Literal["FIRST", "LAST", "BOTH"] | None = None
-    priority: Literal["HIGH", "NORMAL", "LOW"] | None = None
+    dst_gap: Literal[vocabulary.choices("DstGapPolicy")] | None = None  # type: ignore[valid-type]
+    dst_overlap: Literal[vocabulary.choices("DstOverlapPolicy")] | None = None  # type: ignore[valid-type]
+    month_end: Literal[vocabulary.choices("MonthEndPolicy")] | None = None  # type: ignore[valid-type]
+    priority: Literal[vocabulary.choices("Priority")] | None = None  # type: ignore[valid-type]
     flexible_window_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
-    misfire_policy: Literal["SKIP", "FIRE_ONCE", "CATCH_UP"] | None = None
+    misfire_policy: Literal[vocabulary.choices("MisfirePolicy")] | None = None  # type: ignore[valid-type]
     catch_up_limit: Annotated[int, Field(ge=0, le=100_000)] | None = None
     max_lateness_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
     overlap_policy: OverlapPolicy | None = None
@@ -81,7 +84,7 @@ class SpecIn(SpecPatch):
     """A full schedule spec: kind and expression are required, the rest has defaults."""
 
     kind: SpecKind
-    expression: Annotated[str, Field(min_length=1, max_length=1000)]
+    expression: Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION)]
 
     def record(self) -> Record:
         return {**SPEC_DEFAULTS, **self.fields()}

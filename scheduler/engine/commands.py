@@ -20,7 +20,8 @@ from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import ScheduleSpec, SpecError
 from scheduler.topology import InvalidNameError, validate_name_part
 
-PREVIEW_COUNT = 5
+PREVIEW_COUNT = 5  # next fires in an ACCEPTED result, a preview, a dry run
+MAX_BACKFILL = 1000  # fires one BACKFILL may replay; a larger range is rejected with INVALID_SPEC
 MAX_SCHEDULE_ID_LENGTH = 200
 
 Record = dict[str, Any]

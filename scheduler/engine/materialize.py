@@ -4,7 +4,8 @@ The horizon bounds the work: only fires up to ``now + horizon`` are materialized
 so at due time dispatch only sends prepared bytes. Fires already in the past are
 late (downtime, or a schedule created just after its instant): those within
 ``max_lateness`` go to the dispatch lane as if on time; older ones are decided
-by the misfire policy and, when released, go to the catch-up lane.
+by the misfire policy and, when released, go to the catch-up lane. Fires an
+RRULE's EXDATE took out are listed too, over the same span, so each is recorded.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from scheduler.engine.instants import to_datetime, to_ms
-from scheduler.timing.fires import Fire, next_fires
+from scheduler.timing.fires import Fire, excluded_between, next_fires
 from scheduler.timing.jitter import available_at
 from scheduler.timing.misfire import MisfireDecision, resolve_misfire
 from scheduler.timing.occurrence_id import occurrence_id
@@ -30,30 +31,66 @@ class PlannedOccurrence:
     catch_up: bool
 
 
+@dataclass(frozen=True, slots=True)
+class ExcludedOccurrence:
+    """A fire the schedule's calendar (an RRULE EXDATE) took out: recorded, never sent."""
+
+    occurrence_id: str
+    scheduled_for_ms: int
+
+
 @dataclass
 class Plan:
     occurrences: list[PlannedOccurrence] = field(default_factory=list)
     misfire: MisfireDecision | None = None
     next_fire_ms: int | None = None
     fired_count: int = 0
+    excluded: list[ExcludedOccurrence] = field(default_factory=list)
 
 
 def plan(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, cursor_ms: int,
-         fired_count: int, now_ms: int, horizon_ms: int) -> Plan:
+         fired_count: int, now_ms: int, horizon_ms: int, recorded_until_ms: int | None = None) -> Plan:
     """Plan fires strictly after `cursor_ms` up to `now_ms + horizon_ms`.
 
     `next_fire_ms` of the result is where the next pass starts (None: the
     schedule has no fires left), so a schedule is never materialized twice.
+    EXDATE'd fires up to `recorded_until_ms` were recorded by an earlier pass
+    (a re-plan goes over that span again) and are not listed again.
     """
+    result = _plan_fires(spec, spec_record, schedule_id, version, cursor_ms, fired_count, now_ms, horizon_ms)
+    recorded = cursor_ms if recorded_until_ms is None else max(cursor_ms, recorded_until_ms)
+    _add_excluded(result, spec, schedule_id, version, recorded, now_ms + horizon_ms)
+    return result
+
+
+def _add_excluded(result: Plan, spec: ScheduleSpec, schedule_id: str, version: int, cursor_ms: int,
+                  limit_ms: int) -> None:
+    """EXDATE'd fires after `cursor_ms` in the span this pass decided: up to the next pass's start,
+    or to the last fire when max_fires ended the schedule (nothing after it would have fired)."""
+    if result.next_fire_ms is not None:
+        end_ms = result.next_fire_ms - 1
+    elif spec.max_fires is not None and result.fired_count >= spec.max_fires:
+        end_ms = max((o.scheduled_for_ms for o in result.occurrences), default=cursor_ms)
+    else:
+        end_ms = limit_ms
+    if end_ms <= cursor_ms:
+        return
+    for fire in excluded_between(spec, to_datetime(cursor_ms), to_datetime(end_ms)):
+        result.excluded.append(ExcludedOccurrence(
+            occurrence_id(schedule_id, version, fire.scheduled_for), to_ms(fire.scheduled_for)))
+
+
+def _plan_fires(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, cursor_ms: int,
+                fired_count: int, now_ms: int, horizon_ms: int) -> Plan:
     result = Plan(fired_count=fired_count)
-    window_ms = spec_record.get("flexible_window_ms", 0)
-    max_lateness_ms = spec_record.get("max_lateness_ms", 0)
+    window_ms = spec_record["flexible_window_ms"]
+    max_lateness_ms = spec_record["max_lateness_ms"]
     cursor = to_datetime(cursor_ms)
     late_fires: list[Fire] = []
     if cursor_ms < now_ms:
         decision = resolve_misfire(
             spec, cursor, to_datetime(now_ms), timedelta(milliseconds=max_lateness_ms),
-            spec_record.get("misfire_policy", "FIRE_ONCE"), spec_record.get("catch_up_limit", 0),
+            spec_record["misfire_policy"], spec_record["catch_up_limit"],
             fired_before=fired_count,
         )
         if decision.missed_count:

@@ -3,6 +3,14 @@
 Reads with ``read_committed``, so records of transactions that never committed
 (a crashed or fenced owner) are never applied. Wake-ups are not logged: they
 are an index of the schedules store and are rebuilt beside it.
+
+A restore reads to the end of the log, not to the end a ``read_committed``
+reader is shown: that is the last stable offset, the start of the oldest open
+transaction, and whatever was committed after it would be missing from the
+restored state (cancels, updates, tombstones of occurrences already sent). So an
+open transaction is waited for, with a log line and a metric saying so, until it
+is committed or aborted; if that does not happen within the bound, the restore
+fails loudly and the partition never dispatches on partial state.
 """
 from __future__ import annotations
 
@@ -26,15 +34,37 @@ BATCH = 10_000
 WAIT_S = 0.05
 
 
+# Told how long a restore has been held at an open transaction: (changelog topic, partition, seconds).
+WaitReport = Callable[[str, int, float], None]
+STALL_REPORT_S = 1.0  # held this long at the last stable offset: logged and reported
+
+
+class RestoreStalled(TimeoutError):
+    """The committed end of a changelog was not reached in time: the partition must not start."""
+
+
 def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
-                      partition: int, codec: Any, timeout_s: float = 120.0) -> dict[str, int]:
+                      partition: int, codec: Any, timeout_s: float = 120.0,
+                      on_wait: WaitReport | None = None) -> dict[str, int]:
     """Catch each store up with its changelog; returns the number of records applied per store."""
+    ends = _log_ends(consumer_conf, list(changelogs.values()), partition, timeout_s)
     applied = {}
     for name, topic in changelogs.items():
         convert = {"schedules": _schedule_changes(store, codec), "timeline": _timeline_changes(codec)}.get(
             name, _as_is(name))
-        applied[name] = _replay(store, name, topic, partition, consumer_conf, convert, timeout_s)
+        applied[name] = _replay(store, name, topic, partition, consumer_conf, convert, ends[topic], timeout_s,
+                                on_wait or (lambda topic, partition, seconds: None))
     return applied
+
+
+def _log_ends(consumer_conf: dict[str, Any], topics: list[str], partition: int, timeout_s: float) -> dict[str, int]:
+    """The high watermark of each changelog partition: past every record, committed, aborted or still open."""
+    consumer = Consumer({**consumer_conf, "group.id": "restore-ends", "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
+    try:
+        return {topic: _watermarks(consumer, TopicPartition(topic, partition), timeout_s)[1] for topic in topics}
+    finally:
+        consumer.close()
 
 
 Converter = Callable[[bytes, bytes | None, dict[bytes, bytes | None]], dict[str, dict[bytes, bytes | None]]]
@@ -74,13 +104,14 @@ def _timeline_changes(codec: Any) -> Converter:
 
 
 def _replay(store: PartitionStore, name: str, topic: str, partition: int, consumer_conf: dict[str, Any],
-            convert: Converter, timeout_s: float) -> int:
+            convert: Converter, high: int, timeout_s: float, on_wait: WaitReport) -> int:
+    """Apply the changelog from the checkpoint to `high`, the log end found before the restore began."""
     start = store.changelog_offset(name)
     conf = {**consumer_conf, "group.id": f"restore-{topic}", "enable.auto.commit": False,
             "isolation.level": "read_committed", "enable.partition.eof": True}
     consumer = Consumer(conf)
     try:
-        low, high = _watermarks(consumer, TopicPartition(topic, partition, start), timeout_s)
+        low, _ = _watermarks(consumer, TopicPartition(topic, partition, start), timeout_s)
         if start < low:
             start = low
         if start >= high:
@@ -91,10 +122,14 @@ def _replay(store: PartitionStore, name: str, topic: str, partition: int, consum
         changes: dict[str, dict[bytes, bytes | None]] = {}
         pending: dict[bytes, bytes | None] = {}
         position = start
+        stalled = _Stall(topic, partition, high, on_wait)
         while position < high:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"restoring {topic}[{partition}] stalled at {position} of {high}: "
-                                   "an open transaction older than transaction.timeout.ms?")
+                raise RestoreStalled(
+                    f"restoring {topic}[{partition}] stopped at offset {position} of {high} for {timeout_s:.0f} s: "
+                    "a transaction there was neither committed nor aborted; the partition is not started on "
+                    "partial state")
+            stalled.at(position)
             for msg in consumer.consume(BATCH, timeout=WAIT_S):
                 if msg.error():
                     if msg.error().code() == KafkaError._PARTITION_EOF:
@@ -110,10 +145,39 @@ def _replay(store: PartitionStore, name: str, topic: str, partition: int, consum
                 changes, pending = {}, {}
             position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
         store.write({}, {name: position})
+        stalled.at(position)
         log.info("restored %s[%d]: %d records, offsets %d..%d", topic, partition, applied, start, high)
         return applied
     finally:
         consumer.close()
+
+
+class _Stall:
+    """Notices a replay held at one offset short of the end: a read_committed reader cannot pass an open
+    transaction, so the position stays at its first record until it is committed or aborted."""
+
+    def __init__(self, topic: str, partition: int, high: int, on_wait: WaitReport) -> None:
+        self.topic, self.partition, self.high, self.on_wait = topic, partition, high, on_wait
+        self.position = -1
+        self.since = time.monotonic()
+        self.reported = False
+
+    def at(self, position: int) -> None:
+        now = time.monotonic()
+        if position != self.position:
+            if self.reported:
+                log.info("restoring %s[%d]: the open transaction at %d ended after %.1f s", self.topic,
+                         self.partition, self.position, now - self.since)
+                self.on_wait(self.topic, self.partition, 0.0)
+            self.position, self.since, self.reported = position, now, False
+            return
+        if now - self.since >= STALL_REPORT_S and not self.reported:
+            self.reported = True
+            log.warning("restoring %s[%d] waits at offset %d of %d: a transaction of a previous owner is still "
+                        "open there; the partition starts once it is committed or aborted", self.topic,
+                        self.partition, position, self.high)
+        if self.reported:
+            self.on_wait(self.topic, self.partition, now - self.since)
 
 
 _TRANSIENT = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,

@@ -13,11 +13,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from scheduler.admin import ensure_tenant_topics, ensure_topics
 from scheduler.codec import Codec
@@ -28,6 +29,7 @@ from scheduler.engine.restore import restore_partition
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask, TaskTopics
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, LocalEntry
+from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.metrics import EngineMetrics
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.topology import Topology
@@ -134,14 +136,9 @@ class SchedulerProcess:
             "transaction.timeout.ms": config.transaction_timeout_ms,
             **PRODUCER_BATCHING,
         }
-        self.producer = Producer(self._producer_conf)
-        self._stage_conf = {
-            **self._producer_conf,
-            "transactional.id": f"{prefix}.scheduler.{config.instance_id}.stage",
-            "transaction.timeout.ms": config.stage_max_lead_ms + config.transaction_timeout_ms,
-            "queue.buffering.max.messages": 2_000_000,
-        }
-        self._stager: Producer | None = None  # the second producer, for staged bursts
+        self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
+        # Stage producers, one per owned partition (see _open_stagers); a stage uses the one of its lowest partition.
+        self._stagers: dict[int, TransactionalProducer] = {}
         self._stage: Stage | None = None
         self._stage_rate = config.stage_rate_per_s
         self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
@@ -155,9 +152,7 @@ class SchedulerProcess:
         ensure_topics(self.config.bootstrap_servers, self.topology, self.config.prefix)
         self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec)
         self.known_tenants.update(self._existing_tenants())
-        self.producer.init_transactions(30)
-        # At once, not at the first stage: a stage the previous incarnation left open is aborted now.
-        self._stager = self._new_stager()
+        self.producer = TransactionalProducer(self._producer_conf)
         self._handlers = {self.topics.commands: "on_command", self.topics.attempts: "on_attempt",
                           self.topics.admissions: "on_admission_request",
                           self.topics.admission_results: "on_admission_result"}
@@ -179,7 +174,9 @@ class SchedulerProcess:
             for task in self.tasks.values():
                 task.store.close()
             self.tasks.clear()
-            self.producer.flush(5)
+            self._stagers.clear()
+            if self.producer is not None:
+                self.producer.raw.flush(5)
 
     def _existing_tenants(self) -> set[str]:
         marker = f"{self.config.prefix}.occurrences."
@@ -193,12 +190,14 @@ class SchedulerProcess:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assigned = sorted({tp.partition for tp in partitions})
+        self._open_stagers([p for p in assigned if p not in self.tasks])
         for partition in assigned:
             if partition in self.tasks:
                 continue
             store = PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
             with self.metrics.restore():
-                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec)
+                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec,
+                                            on_wait=self.metrics.restore_waiting)
             self.metrics.restored(applied)
             self.tasks[partition] = SchedulerTask(
                 partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
@@ -216,6 +215,7 @@ class SchedulerProcess:
             task = self.tasks.pop(partition, None)
             if task is not None:
                 task.store.close()
+            self._stagers.pop(partition, None)
         self.metrics.revoked(revoked, len(self.tasks))
         log.info("revoked partitions %s", revoked)
 
@@ -252,7 +252,9 @@ class SchedulerProcess:
         first_offsets: dict[tuple[str, int], int] = {}
         next_offsets: dict[tuple[str, int], int] = {}
         phases = [time.perf_counter()]
-        self.producer.begin_transaction()
+        producer = self.producer
+        assert producer is not None
+        producer.begin()
         try:
             for msg in inputs:
                 task = self.tasks.get(msg.partition())
@@ -272,22 +274,24 @@ class SchedulerProcess:
             for task in self.tasks.values():
                 task.settle_running_slots(now_ms)
                 task.materialize_due(now_ms, budget)
+                task.delete_staged(self.config.stage_chunk)
+            if self._stage is not None and any(task.contradicts_stage() for task in self.tasks.values()):
+                self._drop_stage("a change was accepted for an occurrence it holds")
             phases.append(time.perf_counter())
             changelog_offsets = self._produce_outputs()
             phases.append(time.perf_counter())
             if next_offsets:
-                self.producer.send_offsets_to_transaction(
-                    [TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
-                    self.consumer.consumer_group_metadata())
+                producer.send_offsets([TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
+                                      self.consumer.consumer_group_metadata(), 30)
             committing = time.perf_counter()
-            self._commit()
+            producer.commit(30, self.config.transaction_timeout_ms / 1000)
             commit_seconds = time.perf_counter() - committing
         except KafkaException as exc:
             error = exc.args[0]
             if not error.txn_requires_abort():
                 raise
             log.warning("aborting transaction: %s", error)
-            self._abort()
+            producer.abort(30)
             self.metrics.aborted()
             for task in self.tasks.values():
                 task.reset()
@@ -309,29 +313,6 @@ class SchedulerProcess:
             spent = ", ".join(f"{name} {b - a:.2f}s" for name, a, b in zip(TURN_PHASES, phases, phases[1:]))
             log.info("slow turn (%d inputs): %s", len(inputs), spent)
         self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
-
-    def _abort(self) -> None:
-        """Abort the turn's transaction. When the abort itself fails fatally (seen after messages timed
-        out under a broker stall: INVALID_TXN_STATE), the producer is replaced: a new one with the same
-        transactional id fences the old epoch and aborts what it left open, and the turn is redone."""
-        try:
-            self.producer.abort_transaction()
-        except KafkaException as exc:
-            if not exc.args[0].fatal():
-                raise
-            log.warning("abort failed fatally (%s); starting a new transactional producer", exc.args[0])
-            self.producer.purge()
-            self.producer = Producer(self._producer_conf)
-            self.producer.init_transactions(30)
-
-    def _commit(self, attempts: int = 3) -> None:
-        for attempt in range(attempts):
-            try:
-                self.producer.commit_transaction()
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable() or attempt == attempts - 1:
-                    raise
 
     def _is_noise(self, msg: Any) -> bool:
         error = msg.error()
@@ -361,7 +342,8 @@ class SchedulerProcess:
         return max(0.0, wait_ms / 1000.0)
 
     def _has_due_work(self, now_ms: int) -> bool:
-        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) for task in self.tasks.values())
+        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) or task.has_staged_to_delete()
+                                                for task in self.tasks.values())
 
     def _due_entries(self, now_ms: int) -> bool:
         for task in self.tasks.values():
@@ -440,8 +422,6 @@ class SchedulerProcess:
         """Between turns (no transaction open on the main producer): start, fill or commit the stage."""
         stage = self._stage
         if stage is None:
-            for task in self.tasks.values():
-                task.delete_staged(self.config.stage_chunk)
             burst = self._next_burst(now_ms)
             if burst is None:
                 return
@@ -467,28 +447,38 @@ class SchedulerProcess:
         return staging.choose(self._burst_counts[1], now_ms, self.config.stage_min, self._stage_rate,
                               self.config.stage_max_lead_ms)
 
-    def _new_stager(self) -> Producer:
-        """Initialising the stage's transactional id aborts any stage an earlier producer with it left open
-        (a crashed incarnation, or one whose abort failed), which would otherwise hold back the readers of
-        its partitions until its transaction timeout."""
-        stager = Producer(self._stage_conf)
-        stager.init_transactions(30)
-        return stager
+    def _stage_conf(self, partition: int) -> dict[str, Any]:
+        return {**self._producer_conf,
+                "transactional.id": staging.transactional_id(self.config.prefix, partition),
+                "transaction.timeout.ms": self.config.stage_max_lead_ms + self.config.transaction_timeout_ms,
+                "queue.buffering.max.messages": 2_000_000}
+
+    def _new_stager(self, partition: int) -> TransactionalProducer:
+        """Initialising a partition's stage id fences every earlier producer with it and aborts the stage it
+        left open (a crashed owner of any instance id, or an abort that failed), which would otherwise hold
+        back the readers of the stage's partitions until its transaction timeout."""
+        return TransactionalProducer(self._stage_conf(partition))
+
+    def _open_stagers(self, partitions: list[int]) -> None:
+        """Before newly assigned partitions are restored: the stage producers named after them, so that a stage
+        the previous owner left open is aborted now, whatever that owner's instance id."""
+        with ThreadPoolExecutor(max_workers=max(1, len(partitions))) as pool:
+            self._stagers.update(zip(partitions, pool.map(self._new_stager, partitions)))
 
     def _begin_stage(self, due_ms: int, now_ms: int) -> Stage:
-        if self._stager is None:  # making one after a failed abort failed too
-            self._stager = self._new_stager()
-        self._stager.begin_transaction()
+        producer_partition = min(self.tasks)
+        if producer_partition not in self._stagers:  # making one after a failed abort failed too
+            self._stagers[producer_partition] = self._new_stager(producer_partition)
+        self._stagers[producer_partition].begin()
         first, end = staging.instant_range(due_ms)
-        stage = self._stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms)
+        stage = self._stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
+                                    producer_partition)
         counted = self._burst_counts[1].get(due_ms, 0) if self._burst_counts else 0
         log.info("staging the burst due at %d (%d entries, %.1f s ahead)", due_ms, counted, (due_ms - now_ms) / 1000)
         return stage
 
     def _fill_stage(self, stage: Stage) -> None:
-        assert self._stager is not None
-        produce = self._stager.produce
-        changelog = self.topics.changelogs["timeline"]
+        stager = self._stagers[stage.producer_partition]
         for partition, share in stage.shares(self.config.stage_chunk).items():
             task = self.tasks[partition]
 
@@ -500,35 +490,21 @@ class SchedulerProcess:
                 stage.tokens[tenant] += 1
                 return True
 
-            part = stage.partitions[partition]
-            before = len(part.sent)
-            for entry in task.stage(part, share, accept):
-                self._produce_staged(produce, entry.topic, entry.occurrence, entry.schedule_id.encode(),
-                                     timestamp=stage.due_ms)
-            for key, _ in part.sent[before:]:
-                self._produce_staged(produce, changelog, None, key, partition=partition)
-        self._stager.poll(0)
+            for entry in task.stage(stage.partitions[partition], share, accept):
+                stager.produce(entry.topic, entry.occurrence, entry.schedule_id.encode(), timestamp=stage.due_ms)
+        stager.raw.poll(0)
         if stage.complete:
             stage.completed_ms = int(self.clock() * 1000)
             log.info("staged %d occurrences due at %d in %.1f s", stage.count, stage.due_ms,
                      (stage.completed_ms - stage.started_ms) / 1000)
 
-    def _produce_staged(self, produce: Callable[..., None], topic: str, value: bytes | None, key: bytes,
-                        **kwargs: Any) -> None:
-        while True:
-            try:
-                produce(topic, value, key, **kwargs)
-                return
-            except BufferError:  # the local queue is full: let deliveries drain it
-                assert self._stager is not None
-                self._stager.poll(0.05)
-
     def _commit_stage(self) -> None:
         stage = self._stage
-        assert stage is not None and self._stager is not None
+        assert stage is not None
         started = time.perf_counter()
         try:
-            self._stager.commit_transaction(self.config.transaction_timeout_ms / 1000)
+            self._stagers[stage.producer_partition].commit(self.config.transaction_timeout_ms / 1000,
+                                                           self.config.transaction_timeout_ms / 1000)
         except KafkaException as exc:
             self._drop_stage(f"its commit failed: {exc.args[0]}")
             return
@@ -546,19 +522,16 @@ class SchedulerProcess:
     def _drop_stage(self, reason: str) -> None:
         """Abort the stage: its occurrences are still in the timeline and go the ordinary way."""
         stage, self._stage = self._stage, None
-        if stage is None or self._stager is None:
+        if stage is None:
             return
         log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)
+        stager = self._stagers.get(stage.producer_partition)
         try:
-            self._stager.abort_transaction(30)
-        except KafkaException as exc:
-            log.warning("stage abort failed (%s); a new stage producer aborts it", exc.args[0])
-            self._stager.purge()
-            self._stager = None
-            try:
-                self._stager = self._new_stager()
-            except KafkaException as retry:
-                log.warning("no new stage producer yet (%s); the next stage makes one", retry.args[0])
+            if stager is not None:
+                stager.abort(30)
+        except KafkaException as exc:  # fenced (the partition's new owner has its id), or no new producer yet
+            log.warning("stage producer dropped (%s); the next stage makes one", exc.args[0])
+            del self._stagers[stage.producer_partition]
         for tenant, n in stage.tokens.items():
             self.trigger_limits.bucket(tenant).tokens += n
         for partition in stage.partitions:
@@ -570,8 +543,9 @@ class SchedulerProcess:
     def _produce_outputs(self) -> dict[int, dict[str, int]]:
         """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint."""
         offsets: dict[int, dict[str, int]] = {}
-        failures: list[KafkaError] = []
-        produce = self.producer.produce
+        producer = self.producer
+        assert producer is not None
+        produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
         for task in self.tasks.values():
             for topic, key, value, partition in task.outbox:
                 if partition is None:
@@ -582,23 +556,14 @@ class SchedulerProcess:
             for store, records in task.changelog_records().items():
                 # Records of one partition are delivered in order: the last one's offset covers them all,
                 # and any failed delivery fails the commit anyway.
-                def delivered(err: KafkaError | None, msg: Any, store: str = store,
-                              task_offsets: dict[str, int] = task_offsets) -> None:
-                    if err is not None:
-                        failures.append(err)
-                    else:
-                        task_offsets[store] = msg.offset() + 1
-                last = len(records) - 1
-                for n, (topic, key, value) in enumerate(records):
-                    if n == last:
-                        produce(topic, value, key, partition=task.partition, on_delivery=delivered)
-                    else:
-                        produce(topic, value, key, partition=task.partition)
-            self.producer.poll(0)
-        remaining = self.producer.flush(30)
-        if remaining or failures:
-            # Undelivered output (e.g. purged when the transaction timed out) fails this turn only:
-            # abort it, rewind the inputs and go again; a fenced or fatal producer fails the abort.
-            reason = str(failures[0]) if failures else f"{remaining} records undelivered"
-            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, reason, txn_requires_abort=True))
+                def delivered(msg: Any, store: str = store, task_offsets: dict[str, int] = task_offsets) -> None:
+                    task_offsets[store] = msg.offset() + 1
+                *rest, (topic, key, value) = records
+                for topic_, key_, value_ in rest:
+                    produce(topic_, value_, key_, partition=task.partition)
+                producer.produce(topic, value, key, partition=task.partition, on_delivered=delivered)
+            producer.raw.poll(0)
+        # Undelivered output (e.g. purged when the transaction timed out) fails this turn only: abort it,
+        # rewind the inputs and go again; a fenced producer fails the abort.
+        producer.flush(30)
         return offsets

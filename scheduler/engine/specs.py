@@ -8,7 +8,7 @@ from scheduler.engine.instants import optional_datetime
 from scheduler.timing.spec import ScheduleSpec, SpecError, parse_spec
 
 _FIELDS = ("kind", "expression", "time_zone", "start_at_ms", "end_at_ms", "max_fires",
-           "dst_gap", "dst_overlap", "anchor_at_ms")
+           "dst_gap", "dst_overlap", "anchor_at_ms", "month_end")
 
 
 def compile_spec(spec: dict[str, Any]) -> ScheduleSpec:
@@ -18,7 +18,7 @@ def compile_spec(spec: dict[str, Any]) -> ScheduleSpec:
 
 @lru_cache(maxsize=65536)
 def _compile(values: tuple[Any, ...]) -> ScheduleSpec:
-    kind, expression, time_zone, start_at, end_at, max_fires, gap, overlap, anchor = values
+    kind, expression, time_zone, start_at, end_at, max_fires, gap, overlap, anchor, month_end = values
     if kind is None or expression is None:
         raise SpecError("spec", "kind and expression are required")
     return parse_spec(
@@ -31,4 +31,5 @@ def _compile(values: tuple[Any, ...]) -> ScheduleSpec:
         dst_gap=str(gap or "SKIP").lower(),
         dst_overlap=str(overlap or "FIRST").lower(),
         anchor_at=optional_datetime(anchor),
+        month_end=str(month_end or "SKIP").lower(),
     )

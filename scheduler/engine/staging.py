@@ -21,9 +21,19 @@ running-slot quota, schedules with an overlap policy (both are decided at
 dispatch), occurrences beyond a tenant's trigger-rate tokens, and whatever a
 stage did not reach in time. A stage that cannot commit is aborted and its
 occurrences, still in the timeline, go the ordinary way: staging never loses
-one. A process that commits a stage after losing its partitions (a zombie the
+one. A change accepted for a schedule whose occurrence a stage already holds
+drops the stage, so the ACCEPTED result is never followed by the old version.
+A process that commits a stage after losing its partitions (a zombie the
 group has already replaced) can send an occurrence twice, with the same
 occurrence id, as any at-least-once redelivery.
+
+A stage holds occurrences only, never changelog records: the timeline
+tombstones of what it sent are written by ordinary turns after its commit. So
+a stage left open by a dead owner never stands between a restore and the
+committed end of a changelog. Its transactional id is named after one of the
+partitions it covers (`transactional_id`), and every process opens the stage
+producers of the partitions it is assigned before restoring them: a new owner,
+whatever its instance id, fences and aborts the dead owner's stage at once.
 
 Pure: the runtime produces and commits, this module decides and keeps count.
 """
@@ -38,6 +48,12 @@ COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are cou
 MARGIN_MS = 1_000   # a burst closer than this is left to ordinary dispatch
 LEAD_SLACK_MS = 3_000  # added to every lead: time to commit, and a window wide enough not to be missed
 LEAD_FACTOR = 1.5   # the lead covers the staging time this many times over
+
+
+def transactional_id(prefix: str, partition: int) -> str:
+    """A stage's transactional id belongs to a schedule partition, not to a process: whoever owns the
+    partition next initialises it, which aborts a stage its previous owner left open."""
+    return f"{prefix}.scheduler.stage.p{partition}"
 
 
 def instant_range(due_ms: int) -> tuple[bytes, bytes]:
@@ -77,6 +93,7 @@ class StagedPartition:
     end: bytes                     # after its last key
     cursor: bytes = field(init=False)  # the next key to look at
     sent: list[tuple[bytes, bytes]] = field(default_factory=list)  # (timeline key, packed entry)
+    sent_keys: set[bytes] = field(default_factory=set)  # the keys of `sent`, for changes that would contradict it
     first_skipped: bytes | None = None  # the first entry left to ordinary dispatch
     done: bool = False
 
@@ -96,6 +113,7 @@ class Stage:
     due_ms: int
     partitions: dict[int, StagedPartition]
     started_ms: int
+    producer_partition: int  # whose stage producer holds the transaction
     tokens: Counter[str] = field(default_factory=Counter)  # trigger-rate tokens taken, per tenant
     completed_ms: int | None = None
 

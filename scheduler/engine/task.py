@@ -18,7 +18,7 @@ from typing import Any
 from scheduler.codec import DecodeError
 from scheduler.engine import materialize, overlap, running_slots, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt
-from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, result_record
+from scheduler.engine.commands import MAX_BACKFILL, HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.specs import compile_spec
@@ -47,10 +47,9 @@ class TaskTopics:
     changelogs: dict[str, str]  # store -> changelog topic
 
 
-MAX_BACKFILL = 1000
 # The occurrence state an event about one occurrence leaves it in, so it can be looked up by id.
 EVENT_STATES = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
-                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP"}
+                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP", "EXCLUDED": "CANCELED"}
 RANKS_KEPT = 100_000
 
 
@@ -108,11 +107,11 @@ class SchedulerTask:
             lane = key[:1]
             if value is not None and lane in self._floor and key < self._floor[lane]:
                 self._floor[lane] = key
-            if value is not None and lane == DISPATCH:
+            if lane == DISPATCH:
                 staged = self._staged
-                if staged is not None and staged.start <= key < staged.end:
+                if value is not None and staged is not None and staged.start <= key < staged.end:
                     self._staged_puts[key] = value
-                self._sent_staged.discard(key)  # written anew: live, whatever a stage sent under this key
+                self._sent_staged.discard(key)  # deleted, or written anew: live, whatever a stage sent under it
         self.store.write(self.txn.changes, offsets)
         self.reset()
 
@@ -447,11 +446,21 @@ class SchedulerTask:
                     yield ref, key
 
     def _drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
+        """The change wins over the old version's occurrences not yet sent, even those already due (their
+        partition was behind or failing over): each is reported, saying which it was."""
         for ref, key in list(self._pending_keys(state)):
             entry = LocalEntry.unpack(self.txn.get("timeline", key) or b"")
             self.txn.delete("timeline", key)
-            self._event(state, kind, f"version {state['version']} superseded", now_ms,
-                        occurrence_id=entry.occurrence_id, scheduled_for_ms=ref["scheduled_for_ms"])
+            overdue_ms = now_ms - ref["due_ms"]
+            if overdue_ms >= 0:
+                # SKIPPED_PAUSED is for fires due while paused; this one was due before the pause.
+                reported = "INVALIDATED" if kind == "SKIPPED_PAUSED" else kind
+                reason = (f"version {state['version']} superseded; due {overdue_ms} ms before the change was "
+                          "accepted, not yet dispatched")
+            else:
+                reported, reason = kind, f"version {state['version']} superseded"
+            self._event(state, reported, reason, now_ms, occurrence_id=entry.occurrence_id,
+                        scheduled_for_ms=ref["scheduled_for_ms"])
 
     def _occurrence_record(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int,
                            attempt: int, dst_rule: str | None, catch_up: bool, version: int) -> Record:
@@ -486,12 +495,15 @@ class SchedulerTask:
         })
         return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms, "rank": rank}
 
-    def _materialize(self, state: Record, cursor_ms: int, now_ms: int) -> Record:
+    def _materialize(self, state: Record, cursor_ms: int, now_ms: int, recorded_until_ms: int | None = None) -> Record:
         spec = compile_spec(state["spec"])
         planned = materialize.plan(spec, state["spec"], state["schedule_id"], state["version"], cursor_ms,
-                                   state["fired_count"], now_ms, self.horizon_ms)
+                                   state["fired_count"], now_ms, self.horizon_ms, recorded_until_ms)
         if planned.misfire is not None:
             self._emit_missed(state, planned.misfire, "MISSED", "later than max_lateness (misfire policy)", now_ms)
+        for skipped in planned.excluded:
+            self._event(state, "EXCLUDED", "an EXDATE of the schedule's recurrence rule", now_ms,
+                        occurrence_id=skipped.occurrence_id, scheduled_for_ms=skipped.scheduled_for_ms)
         pending = [ref for ref, _ in self._pending_keys(state)]
         for occ in planned.occurrences:
             pending.append(self._enqueue(state, occ.occurrence_id, occ.scheduled_for_ms, occ.available_at_ms,
@@ -518,8 +530,11 @@ class SchedulerTask:
             self.txn.delete("timeline", key)
         self._drop_wake(state)
         cursor_ms = min(ref["scheduled_for_ms"] for ref, _ in pending) - 1
+        # The earlier pass recorded EXDATE'd fires up to where it stopped: not again.
+        recorded_until_ms = (state["next_fire_ms"] - 1 if state.get("next_fire_ms") is not None
+                             else max(ref["scheduled_for_ms"] for ref, _ in pending))
         state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
-        self._materialize(state, cursor_ms, now_ms)
+        self._materialize(state, cursor_ms, now_ms, recorded_until_ms)
 
     def _emit_missed(self, state: Record, decision: MisfireDecision, kind: str, reason: str, now_ms: int) -> None:
         sid, version = state["schedule_id"], state["version"]
@@ -652,6 +667,7 @@ class SchedulerTask:
             _, overlap_policy, tenant = LocalEntry.head(raw)
             if accept(overlap_policy, tenant):
                 part.sent.append((key, raw))
+                part.sent_keys.add(key)
                 taken.append(LocalEntry.unpack(raw))
             elif part.first_skipped is None:
                 part.first_skipped = key
@@ -663,22 +679,32 @@ class SchedulerTask:
         (`delete_staged`: at the instant the CPU is better spent on the readers and the broker); until then
         scans skip them and start past them where nothing live lies in between."""
         written = self._staged_puts if self._staged is part else {}
-        for key, raw in part.sent:
-            if written.get(key, raw) == raw:  # unchanged since staged, or written before the stage read it
-                self._sent_staged.add(key)
+        # Every sent entry is unchanged since staged: a change to one drops the stage (contradicts_stage).
+        self._sent_staged.update(key for key, _ in part.sent)
         low = min([part.resume_floor(), *written])
         if self._floor[DISPATCH] >= part.start:
             self._floor[DISPATCH] = max(self._floor[DISPATCH], low)
         self._staged, self._staged_puts = None, {}
 
-    def delete_staged(self, budget: int) -> bool:
-        """Delete up to `budget` entries a stage sent; True while some are left. An entry written anew since
-        (an update's new version at the same key) is no longer among them: `committed` took it out."""
-        chunk = list(itertools.islice(self._sent_staged, budget))
-        self._sent_staged.difference_update(chunk)
-        if chunk:
-            self.store.write({"timeline": dict.fromkeys(chunk)}, {})
+    def delete_staged(self, budget: int) -> None:
+        """Delete, in this turn's transaction, up to `budget` entries a stage sent (their changelog tombstones
+        included: a stage carries none). An entry written anew since (an update's new version at the same
+        key) is no longer among them: `committed` took it out, as it takes out those deleted here."""
+        for key in itertools.islice(self._sent_staged, budget):
+            if not self.txn.is_deleted("timeline", key):
+                self.txn.delete("timeline", key)
+
+    def has_staged_to_delete(self) -> bool:
         return bool(self._sent_staged)
+
+    def contradicts_stage(self) -> bool:
+        """Whether this turn changed an entry the open stage has already produced (a cancel, an update, a
+        pause): committing the change while the stage still holds the old occurrence would let the stage
+        send it after the change's ACCEPTED result."""
+        staged = self._staged
+        if staged is None or not staged.sent_keys:
+            return False
+        return any(key in staged.sent_keys for key in self.txn.changes["timeline"])
 
     def stage_dropped(self) -> None:
         self._staged, self._staged_puts = None, {}

@@ -4,8 +4,11 @@ Grammar (Vixie cron plus the Quartz day extensions the issue asks for):
 minute hour day-of-month month day-of-week; each field a comma list of `*`,
 `*/s`, `a`, `a-b`, `a-b/s`, `a/s` (a to the field maximum); month and weekday
 names (JAN, MON; case-insensitive); weekday 7 = Sunday; `L` in day-of-month
-(last day); `d#n` (n-th weekday d, n = 1..5), `Ld` and `dL` (last weekday d of
-the month) in day-of-week. Macros: @hourly @daily @midnight @weekly @monthly
+(last day), and Quartz's `dW` (the weekday nearest day d, never leaving the
+month) and `LW` (the month's last weekday), each the field's only item;
+`d#n` (n-th weekday d, n = 1..5), `Ld` and `dL` (last weekday d of
+the month) in day-of-week. A day-of-month value a month lacks (31 in April) is
+skipped, or with month_end="clamp" read as the month's last day. Macros: @hourly @daily @midnight @weekly @monthly
 @yearly @annually. When both day fields are restricted a day matches if either
 matches; a day field whose text starts with `*` (e.g. `*/2`) counts as
 unrestricted and then both must match (Vixie's DOM_STAR/DOW_STAR rule).
@@ -38,6 +41,8 @@ _FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
 _BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _ITEM = re.compile(r"^(?:(\*)|([0-9A-Z]+)(?:-([0-9A-Z]+))?)(?:/([0-9]+))?$")
 _SATISFIABILITY_YEARS = 400  # the Gregorian calendar (weekdays included) repeats every 400 years
+_NEAREST_WEEKDAY = re.compile(r"^([0-9]+)W$")
+MONTH_END_OPTIONS = ("skip", "clamp")
 
 
 def _bad(message: str) -> SpecError:
@@ -55,10 +60,28 @@ class DayRule:
     dow_nth: frozenset[tuple[int, int]]
     dow_last: frozenset[int]
     dow_star: bool
+    dom_nearest_weekday: int | None = None  # `dW`
+    dom_last_weekday: bool = False  # `LW`
+    clamp: bool = False  # month_end="clamp"
+
+    def _dom_hit(self, day: int, weekday: int, month_length: int) -> bool:
+        if day in self.dom or (self.dom_last and day == month_length):
+            return True
+        if self.clamp and day == month_length and any(d > month_length for d in self.dom):
+            return True
+        target = self.dom_nearest_weekday
+        if target is not None and self.clamp:
+            target = min(target, month_length)
+        if target is not None and target <= month_length:
+            if day == nearest_weekday(target, (weekday + target - day) % 7, month_length):
+                return True
+        if self.dom_last_weekday:
+            return day == nearest_weekday(month_length, (weekday + month_length - day) % 7, month_length)
+        return False
 
     def matches(self, day: int, weekday: int, month_length: int) -> bool:
         """weekday: 0 = Sunday."""
-        dom_hit = day in self.dom or (self.dom_last and day == month_length)
+        dom_hit = self._dom_hit(day, weekday, month_length)
         dow_hit = (
             weekday in self.dow
             or (weekday, (day - 1) // 7 + 1) in self.dow_nth
@@ -67,6 +90,15 @@ class DayRule:
         if self.dom_star or self.dow_star:
             return dom_hit and dow_hit
         return dom_hit or dow_hit
+
+
+def nearest_weekday(day: int, weekday: int, month_length: int) -> int:
+    """Quartz's `W`: the Monday-Friday day nearest `day` (weekday 0 = Sunday) within its month."""
+    if weekday == 6:
+        return day - 1 if day > 1 else day + 2
+    if weekday == 0:
+        return day + 1 if day < month_length else day - 2
+    return day
 
 
 @lru_cache(maxsize=65536)
@@ -151,14 +183,39 @@ def _day_of_week_item(item: str, rule: dict) -> None:
 
 
 def _croniter_text(fields: list[str]) -> str:
-    """croniter spells 'last Friday' only as L5; accept Quartz's 5L by rewriting."""
+    """croniter spells 'last Friday' only as L5 and knows no W: rewrite Quartz's 5L, 15W and LW
+    to the plain day croniter checks (the syntax around them is still its to judge)."""
     dow = ",".join(re.sub(r"^([0-9A-Z]+)L$", r"L\1", item) for item in fields[4].split(","))
-    return " ".join(fields[:4] + [dow])
+    dom = re.sub(r"^(L|[0-9]+)W$", r"\1", fields[2])
+    return " ".join(fields[:2] + [dom, fields[3], dow])
+
+
+def _day_of_month_field(field: str, rule: dict) -> None:
+    nearest = _NEAREST_WEEKDAY.match(field)
+    if "W" in field and "," in field:
+        raise _bad(f"day-of-month: W takes a single day, not a list (Quartz), got {field!r}")
+    if field == "LW":
+        rule["dom_last_weekday"] = True
+    elif nearest:
+        rule["dom_nearest_weekday"] = _value(nearest.group(1), 2, *_BOUNDS[2])
+    elif "W" in field:
+        raise _bad(f"day-of-month: W follows a single day (15W) or L (LW), got {field!r}")
+    else:
+        for item in field.split(","):
+            if item == "L":
+                rule["dom_last"] = True
+            else:
+                rule["dom"] |= _plain_item(item, 2)
 
 
 @lru_cache(maxsize=16384)
-def parse_cron(text: str) -> CronExpression:
-    """Parse and validate a cron expression (raises SpecError("expression", ...))."""
+def parse_cron(text: str, month_end: str = "skip") -> CronExpression:
+    """Parse and validate a cron expression (raises SpecError("expression", ...)).
+
+    month_end="clamp" reads a day-of-month value the month lacks as its last day.
+    """
+    if month_end not in MONTH_END_OPTIONS:
+        raise SpecError("month_end", f"must be one of {', '.join(MONTH_END_OPTIONS)}, got {month_end!r}")
     if not isinstance(text, str) or not text.strip():
         raise _bad("empty cron expression")
     source = text.strip()
@@ -171,16 +228,13 @@ def parse_cron(text: str) -> CronExpression:
     minutes: set[int] = set()
     hours: set[int] = set()
     months: set[int] = set()
-    rule: dict = {"dom": set(), "dom_last": False, "dow": set(), "dow_nth": set(), "dow_last": set()}
+    rule: dict = {"dom": set(), "dom_last": False, "dow": set(), "dow_nth": set(), "dow_last": set(),
+                  "dom_nearest_weekday": None, "dom_last_weekday": False}
     for item in fields[0].split(","):
         minutes |= _plain_item(item, 0)
     for item in fields[1].split(","):
         hours |= _plain_item(item, 1)
-    for item in fields[2].split(","):
-        if item == "L":
-            rule["dom_last"] = True
-        else:
-            rule["dom"] |= _plain_item(item, 2)
+    _day_of_month_field(fields[2], rule)
     for item in fields[3].split(","):
         months |= _plain_item(item, 3)
     for item in fields[4].split(","):
@@ -195,6 +249,9 @@ def parse_cron(text: str) -> CronExpression:
         dow_nth=frozenset(rule["dow_nth"]),
         dow_last=frozenset(rule["dow_last"]),
         dow_star=fields[4].startswith("*"),
+        dom_nearest_weekday=rule["dom_nearest_weekday"],
+        dom_last_weekday=rule["dom_last_weekday"],
+        clamp=month_end == "clamp",
     )
     ordered_months = tuple(sorted(months))
     if not any(matching_days(day_rule, 2000 + y, m) for y in range(_SATISFIABILITY_YEARS) for m in ordered_months):

@@ -1,4 +1,4 @@
-"""Cron fires as UTC instants: walk matching local days, then map wall times through the DST contract.
+"""Cron (and RRULE) fires as UTC instants: walk matching local days, then map wall times through the DST contract.
 
 Wall times are integer "local seconds" (the naive wall clock read as if UTC).
 A day is *clean* when no offset transition lies within MAX_OFFSET of it: its
@@ -14,8 +14,8 @@ import heapq
 from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import date, timedelta
+from typing import Protocol
 
-from scheduler.timing.cron import CronExpression
 from scheduler.timing.dst import resolve_wall
 from scheduler.timing.zones import MAX_OFFSET, MAX_YEAR, MIN_YEAR, ZoneRules
 
@@ -23,6 +23,14 @@ DAY = 86_400
 _ORDINAL_EPOCH = date(1970, 1, 1).toordinal()
 
 Fire = tuple[int, str | None]  # (epoch seconds, dst_rule)
+
+
+class DaySource(Protocol):
+    """Matching local days and the wall times of each: a CronExpression, or an RRULE's RuleDays."""
+
+    times_of_day: tuple[int, ...]  # seconds after local midnight, ascending
+
+    def days_from(self, year: int, month: int, day: int, last_year: int) -> Iterator[tuple[int, int, int]]: ...
 
 
 def _midnight(year: int, month: int, day: int) -> int:
@@ -34,7 +42,7 @@ def _civil(wall: int) -> date:
 
 
 class CronTimeline:
-    def __init__(self, expression: CronExpression, rules: ZoneRules, gap: str, overlap: str):
+    def __init__(self, expression: DaySource, rules: ZoneRules, gap: str, overlap: str):
         self.expression = expression
         self.rules = rules
         self.gap = gap

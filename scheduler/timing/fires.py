@@ -12,10 +12,11 @@ from functools import lru_cache
 from itertools import islice
 
 from scheduler.timing.cron import parse_cron
-from scheduler.timing.cron_timeline import CronTimeline
+from scheduler.timing.cron_timeline import CronTimeline, DaySource
 from scheduler.timing.instants import US_PER_S, from_us, require_aware, to_us
 from scheduler.timing.once import OnceTimeline, once_fires
 from scheduler.timing.rate import MAX_US, RateTimeline, parse_period
+from scheduler.timing.rrule_days import RuleDays, compile_rule
 from scheduler.timing.spec import ScheduleSpec
 from scheduler.timing.zones import zone_rules
 
@@ -31,13 +32,32 @@ class Fire:
 
 
 class _CronMicros:
-    """Adapts the seconds-based cron timeline to the microsecond interface."""
+    """Adapts the seconds-based day timeline (cron, RRULE) to the microsecond interface, and
+    steps from its last answer: after a fire f was returned as the first fire after `a`, any
+    `after` in [a, f) has f as its next fire too (a scheduler's cursor advances just so), and the
+    walk resumes from f instead of searching again. The memo is one immutable tuple per
+    compiled spec, so concurrent readers at worst miss it."""
 
     def __init__(self, timeline: CronTimeline):
         self.timeline = timeline
+        self._last: tuple[int, Raw] | None = None  # (after, the first fire after it)
 
     def iter_after(self, after: int) -> Iterator[Raw]:
-        return ((s * US_PER_S, rule) for s, rule in self.timeline.iter_after(after // US_PER_S))
+        last = self._last
+        if last is not None and last[0] <= after < last[1][0]:
+            return self._resume(last[1])
+        return self._remember(after, self.timeline.iter_after(after // US_PER_S))
+
+    def _resume(self, fire: Raw) -> Iterator[Raw]:
+        yield fire
+        yield from self._remember(fire[0], self.timeline.iter_after(fire[0] // US_PER_S))
+
+    def _remember(self, after: int, fires: Iterator[tuple[int, str | None]]) -> Iterator[Raw]:
+        for seconds, rule in fires:
+            fire = (seconds * US_PER_S, rule)
+            self._last = (after, fire)
+            yield fire
+            after = fire[0]
 
     def count(self, after: int, until: int) -> int:
         return self.timeline.count(after // US_PER_S, until // US_PER_S)
@@ -47,11 +67,17 @@ class _CronMicros:
         return None if fire is None else (fire[0] * US_PER_S, fire[1])
 
 
+def _day_timeline(spec: ScheduleSpec, days: DaySource) -> _CronMicros:
+    return _CronMicros(CronTimeline(days, zone_rules(spec.time_zone), spec.dst_gap, spec.dst_overlap))
+
+
 @lru_cache(maxsize=4096)
 def timeline(spec: ScheduleSpec) -> _CronMicros | RateTimeline | OnceTimeline:
+    """Compiled once per spec: next-fire calls then only walk cached days."""
     if spec.kind == "cron":
-        rules = zone_rules(spec.time_zone)
-        return _CronMicros(CronTimeline(parse_cron(spec.expression), rules, spec.dst_gap, spec.dst_overlap))
+        return _day_timeline(spec, parse_cron(spec.expression, spec.month_end))
+    if spec.kind == "rrule":
+        return _day_timeline(spec, RuleDays(compile_rule(spec.expression, spec.time_zone, spec.month_end)))
     if spec.kind == "rate":
         return RateTimeline(to_us(spec.anchor_at), parse_period(spec.expression))
     return OnceTimeline(once_fires(spec.expression, spec.time_zone, spec.dst_gap, spec.dst_overlap))
@@ -125,6 +151,25 @@ def next_fires(spec: ScheduleSpec, after: datetime, count: int, fired_before: in
 def next_fire(spec: ScheduleSpec, after: datetime, fired_before: int = 0) -> Fire | None:
     fires = next_fires(spec, after, 1, fired_before)
     return fires[0] if fires else None
+
+
+@lru_cache(maxsize=4096)
+def _excluded_timeline(spec: ScheduleSpec) -> _CronMicros:
+    return _day_timeline(spec, RuleDays(compile_rule(spec.expression, spec.time_zone, spec.month_end), excluded=True))
+
+
+def excluded_between(spec: ScheduleSpec, after: datetime, until: datetime) -> list[Fire]:
+    """The fires in (after, until] an RRULE's EXDATEs took out (within start_at..end_at), ascending:
+    what the schedule would have fired without them, so the engine can record each skip."""
+    if spec.kind != "rrule" or not compile_rule(spec.expression, spec.time_zone, spec.month_end).exdates:
+        return []
+    lo, hi = _lower(spec, after), _upper(spec, until)
+    out = []
+    for instant, rule in _excluded_timeline(spec).iter_after(lo):
+        if instant > hi:
+            break
+        out.append(Fire(from_us(instant), rule))
+    return out
 
 
 def count_fires(spec: ScheduleSpec, after: datetime, until: datetime, fired_before: int = 0) -> int:

@@ -4,15 +4,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from scheduler.timing.cron import parse_cron
+from scheduler.timing.cron import MONTH_END_OPTIONS, parse_cron
 from scheduler.timing.dst import GAP_OPTIONS, OVERLAP_OPTIONS
 from scheduler.timing.errors import SpecError
 from scheduler.timing.instants import truncate_ms
 from scheduler.timing.once import parse_once
 from scheduler.timing.rate import parse_period
+from scheduler.timing.rrule_days import compile_rule
 from scheduler.timing.zones import load_zone
 
-KINDS = ("once", "cron", "rate")
+KINDS = ("once", "cron", "rate", "rrule")
 
 __all__ = ["KINDS", "ScheduleSpec", "SpecError", "parse_spec"]
 
@@ -34,6 +35,7 @@ class ScheduleSpec:
     dst_gap: str = "skip"
     dst_overlap: str = "first"
     anchor_at: datetime | None = None
+    month_end: str = "skip"
 
 
 def _instant(field: str, value: object) -> datetime | None:
@@ -55,10 +57,12 @@ def parse_spec(
     dst_gap: str = "skip",
     dst_overlap: str = "first",
     anchor_at: datetime | None = None,
+    month_end: str = "skip",
 ) -> ScheduleSpec:
     """Validate every field (raising SpecError naming it) and build a ScheduleSpec.
 
     A rate schedule's anchor defaults to start_at; other kinds take no anchor.
+    month_end (skip | clamp) only means something to cron and rrule day-of-month values.
     """
     if kind not in KINDS:
         raise SpecError("kind", f"must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -74,10 +78,14 @@ def parse_spec(
         raise SpecError("end_at", "must not be before start_at")
     if max_fires is not None and (isinstance(max_fires, bool) or not isinstance(max_fires, int) or max_fires < 1):
         raise SpecError("max_fires", f"must be a positive integer, got {max_fires!r}")
+    if month_end not in MONTH_END_OPTIONS:
+        raise SpecError("month_end", f"must be one of {', '.join(MONTH_END_OPTIONS)}, got {month_end!r}")
     if not isinstance(expression, str):
         raise SpecError("expression", "must be a string")
     if kind == "cron":
-        parse_cron(expression)
+        parse_cron(expression, month_end)
+    elif kind == "rrule":
+        compile_rule(expression, time_zone, month_end)
     elif kind == "once":
         parse_once(expression)
     else:
@@ -88,4 +96,4 @@ def parse_spec(
             raise SpecError("anchor_at", "a rate schedule needs anchor_at (or start_at)")
     elif anchor is not None:
         raise SpecError("anchor_at", "only rate schedules have an anchor")
-    return ScheduleSpec(kind, expression, time_zone, start, end, max_fires, dst_gap, dst_overlap, anchor)
+    return ScheduleSpec(kind, expression, time_zone, start, end, max_fires, dst_gap, dst_overlap, anchor, month_end)

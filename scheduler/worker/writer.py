@@ -10,9 +10,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
 from scheduler.codec import RecordCodec
+from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
@@ -22,6 +23,7 @@ TIMEOUT_S = 30.0
 # Transactions hold only a few records; a short timeout limits how long a crashed worker's open
 # transaction holds back read_committed readers of the attempts topic (the scheduler).
 TRANSACTION_TIMEOUT_MS = 10_000
+COMMIT_DEADLINE_S = 60.0  # retriable commit failures are retried this long, then the step is not recorded
 
 
 class NotRecorded(RuntimeError):
@@ -34,14 +36,13 @@ class AttemptWriter:
         """`client_config`: bootstrap.servers and the caller's librdkafka settings (e.g. SASL credentials)."""
         self.topic = topic
         self.codec = codec
-        self.producer = Producer(client_settings(client_config, {
-            **PRODUCER_PARTITIONER_CONF,
-            "transactional.id": transactional_id,
-            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-            "linger.ms": 0,
-        }))
         with refused_as(f"transactional id {transactional_id} (WRITE)"):
-            self.producer.init_transactions(TIMEOUT_S)
+            self.txn = TransactionalProducer(client_settings(client_config, {
+                **PRODUCER_PARTITIONER_CONF,
+                "transactional.id": transactional_id,
+                "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                "linger.ms": 0,
+            }), TIMEOUT_S)
 
     def write(
         self,
@@ -61,33 +62,23 @@ class AttemptWriter:
             if error is not None and error.code() in AUTHORIZATION_FAILURES:
                 refused.append(error)
 
-        self.producer.begin_transaction()
+        self.txn.begin()
         try:
             for event in events:
-                self.producer.produce(self.topic, self.codec.encode("AttemptEvent", event),
-                                      key=event["schedule_id"].encode(), on_delivery=delivered)
+                self.txn.raw.produce(self.topic, self.codec.encode("AttemptEvent", event),
+                                     key=event["schedule_id"].encode(), on_delivery=delivered)
             if offsets:
-                self.producer.send_offsets_to_transaction(list(offsets), group_metadata, TIMEOUT_S)
-            self._commit()
+                self.txn.send_offsets(list(offsets), group_metadata, TIMEOUT_S)
+            self.txn.commit(TIMEOUT_S, COMMIT_DEADLINE_S)
         except KafkaException as exc:
             error = exc.args[0]
             if error.fatal() or not error.txn_requires_abort():
                 raise
             log.warning("aborting attempt transaction: %s", error)
-            self.producer.abort_transaction(TIMEOUT_S)
+            self.txn.abort(TIMEOUT_S)
             if refused:
                 raise NotAuthorized(f"topic {self.topic} (WRITE)", refused[0]) from exc
             raise NotRecorded(str(error)) from exc
 
-    def _commit(self) -> None:
-        while True:
-            try:
-                self.producer.commit_transaction(TIMEOUT_S)
-                return
-            except KafkaException as exc:
-                if not exc.args[0].retriable():
-                    raise
-                log.info("retrying the commit of an attempt transaction: %s", exc.args[0])
-
     def close(self) -> None:
-        self.producer.flush(TIMEOUT_S)
+        self.txn.raw.flush(TIMEOUT_S)

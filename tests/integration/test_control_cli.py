@@ -89,3 +89,47 @@ def test_api_keys_create_prints_the_key_once_and_stores_its_hash(env, tmp_path):
     assert principal is not None and principal.tenant == "acme"
     assert KeyStore(key_file).verify(made["key"] + "x") is None
     assert cli(env, "api", "keys", "create", "--keys", str(key_file))[0] == 2
+
+
+# A value for every option of `schedules create` that is not one of the spec's numbers or choices; an option
+# added without a value here fails the test below, so the CLI never offers a field nobody has tried.
+CREATE_VALUES = {"tenant": "acme", "every": "90m", "time_zone": "Europe/Berlin", "payload": "every-option",
+                 "start": "2030-01-01T00:00:00Z", "end": "2031-01-01T00:00:00Z", "anchor": "2030-01-01T00:00:00Z",
+                 "idempotency_key": "every-option-key", "max_fires": "7", "max_attempts": "4"}
+NOT_SPEC_FIELDS = {"help", "bootstrap", "prefix", "timeout", "json", "tenant", "id", "idempotency_key", "cron", "at",
+                   "rrule"}
+
+
+def test_create_with_every_option_the_cli_offers(env):
+    from scheduler.cli import build_parser
+
+    create = build_parser()._subparsers._group_actions[0].choices["schedules"]._subparsers._group_actions[0] \
+        .choices["create"]
+    sid = f"every-{uuid.uuid4().hex[:6]}"
+    argv, given = ["schedules", "create", "--id", sid], {}
+    for action in create._actions:
+        if action.dest in NOT_SPEC_FIELDS or not action.option_strings:
+            if action.dest == "tenant":
+                argv += ["--tenant", "acme"]
+            continue
+        if action.choices:
+            value = str(list(action.choices)[-1])
+        elif action.dest in CREATE_VALUES:
+            value = CREATE_VALUES[action.dest]
+        else:
+            assert action.type is int, f"give {action.option_strings[0]} a value in CREATE_VALUES"
+            value = "120000"
+        argv += [action.option_strings[0], value]
+        given[action.dest] = value
+    code, created = cli(env, *argv)
+    assert code == 0 and created["status"] == "ACCEPTED", created
+    code, got = cli(env, "schedules", "get", "--tenant", "acme", sid)
+    assert code == 0
+    spec = got["spec"]
+    for dest, value in given.items():
+        if dest in ("start", "end", "anchor"):
+            assert spec[f"{dest}_at_ms"] is not None, dest
+        elif dest == "every":  # the one kind that takes every other option, --anchor included
+            assert spec["kind"] == "RATE" and spec["expression"] == f"every {value}"
+        else:
+            assert str(spec[dest]) == value, (dest, spec[dest], value)

@@ -171,3 +171,17 @@ def test_openapi_document_is_served(http):
     doc = http.get("/openapi.json").json()
     assert "/v1/tenants/{tenant}/schedules/{schedule_id}/backfill" in doc["paths"]
     assert "HTTPBearer" in doc["components"]["securitySchemes"]
+
+
+def test_http_preview_accepts_rrule_and_month_end(http, env):
+    a = auth(env, "acme")
+    spec = {"kind": "RRULE", "time_zone": "Europe/Paris", "month_end": "CLAMP",
+            "expression": "DTSTART:20260131T090000 RRULE:FREQ=MONTHLY EXDATE:20260331"}
+    after_ms = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+    got = http.post("/v1/tenants/acme/preview", headers=a, json={"spec": spec, "count": 3, "after_ms": after_ms})
+    assert got.status_code == 200, got.text
+    # Jan 31, Feb 28 (clamped), Mar 31 excluded, Apr 30 (clamped): 09:00 Paris.
+    assert got.json()["next_fires_ms"] == [1_769_846_400_000, 1_772_265_600_000, 1_777_532_400_000]
+    bad = http.post("/v1/tenants/acme/preview", headers=a,
+                    json={"spec": {**spec, "expression": "DTSTART:20260131T090000 RRULE:FREQ=MONTHLY;BYSETPOS=9"}})
+    assert bad.status_code == 422 and "BYSETPOS" in bad.json()["message"]

@@ -183,12 +183,14 @@ def test_data_from_a_newer_schema_needs_its_writer_schema(evolved: Path) -> None
 
 
 def test_snapshot_records_changed_schemas_once(evolved: Path) -> None:
+    def next_version(name: str) -> str:
+        return f"{name}.v{len(list((evolved / 'history').glob(f'{name}.v*.avsc'))) + 1}.avsc"
+
+    expected = [next_version(n) for n in ("Command", "DeadLetter", "Occurrence", "ScheduleSpec", "ScheduleState")]
     written = snapshot(evolved)
-    assert sorted(p.name for p in written) == [
-        "Command.v2.avsc", "DeadLetter.v2.avsc", "Occurrence.v2.avsc", "ScheduleSpec.v2.avsc", "ScheduleState.v2.avsc",
-    ]
+    assert sorted(p.name for p in written) == expected
     assert snapshot(evolved) == []
-    v2 = make_version(json.loads((evolved / "history" / "Occurrence.v2.avsc").read_text()))
+    v2 = make_version(json.loads((evolved / "history" / expected[2]).read_text()))
     assert v2.fingerprint == load_current(evolved)["scheduler.v1.Occurrence"].fingerprint
     codec = Codec.from_directory(evolved)
     v1 = Codec.default().schema("Occurrence")
@@ -226,3 +228,23 @@ def test_every_type_and_field_is_documented_and_every_enum_can_evolve() -> None:
     ]
     assert undocumented == []
     assert [n["name"] for n in named if n["type"] == "enum" and "default" not in n] == []
+
+
+def test_an_rrule_spec_reads_as_unknown_for_a_v1_reader_which_rejects_it() -> None:
+    """SpecKind gained RRULE after UNKNOWN (old symbol indexes unchanged); v1 readers fall back to UNKNOWN."""
+    from scheduler.client import make_spec
+    from scheduler.engine.specs import compile_spec
+    from scheduler.timing.errors import SpecError
+
+    current = load_current(schema_dir())["scheduler.v1.ScheduleSpec"]
+    v1 = next(v for v in load_history(schema_dir()) if v.short_name == "ScheduleSpec")
+    spec = make_spec("rrule", "DTSTART:20260105T090000 RRULE:FREQ=DAILY", month_end="CLAMP")
+    body = io.BytesIO()
+    schemaless_writer(body, current.parsed, spec)
+    body.seek(0)
+    old = schemaless_reader(body, current.parsed, v1.parsed)
+    assert old["kind"] == "UNKNOWN" and "month_end" not in old
+    with pytest.raises(SpecError, match="kind"):
+        compile_spec(old)
+    symbols = current.schema["fields"][0]["type"]["symbols"]
+    assert symbols[: symbols.index("UNKNOWN") + 1] == ["ONCE", "CRON", "RATE", "UNKNOWN"]

@@ -112,3 +112,11 @@ def test_schedule_json_carries_binary_payloads_as_base64():
     assert out["spec"]["payload"] is None and out["spec"]["payload_base64"] == "/w=="
     assert schedule_json({"schedule_id": "s", "spec": make_spec("cron", "0 * * * *", payload=b"hi")})[
         "spec"]["payload"] == "hi"
+
+
+def test_spec_bodies_accept_rrule_and_month_end():
+    record = SpecIn(kind="RRULE", expression="DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU",
+                    time_zone="Europe/Berlin", month_end="CLAMP").record()
+    assert record["kind"] == "RRULE" and record["month_end"] == "CLAMP"
+    with pytest.raises(ModelError):
+        SpecIn(kind="CRON", expression="0 0 31 * *", month_end="WRAP")

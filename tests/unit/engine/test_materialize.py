@@ -66,3 +66,37 @@ def test_a_year_of_missed_minutes_is_decided_without_enumerating_them():
     result = planned(spec, NOW - 365 * 24 * 60 * MIN, horizon_ms=0)
     assert result.misfire.missed_count == 365 * 24 * 60 - 1
     assert len(result.misfire.missed) <= 1000
+
+
+def test_exdated_fires_are_listed_once_for_recording_and_never_planned():
+    # NOW is 2027-01-15T08:00Z; a daily 08:30 UTC rule with the 16th and 18th excluded.
+    spec = make_spec("rrule", "DTSTART:20270110T083000 RRULE:FREQ=DAILY EXDATE:20270116,20270118")
+    day = 24 * 60 * MIN
+    fire = NOW + 30 * MIN
+    first = planned(spec, NOW, horizon_ms=2 * day + 60 * MIN)
+    assert [o.scheduled_for_ms for o in first.occurrences] == [fire, fire + 2 * day]
+    assert first.next_fire_ms == fire + 4 * day
+    # Everything up to the next pass's start is decided now, the 18th included.
+    assert [(e.scheduled_for_ms, e.occurrence_id) for e in first.excluded] == [
+        (fire + day, occurrence_id("s1", 4, to_datetime(fire + day))),
+        (fire + 3 * day, occurrence_id("s1", 4, to_datetime(fire + 3 * day)))]
+    later = planned(spec, first.next_fire_ms - 1, now_ms=NOW + 4 * day, horizon_ms=2 * day, fired=2)
+    assert later.occurrences and later.excluded == []
+
+
+def test_exdates_in_a_downtime_are_recorded_with_the_missed_fires():
+    spec = make_spec("rrule", "DTSTART:20270110T083000 RRULE:FREQ=DAILY EXDATE:20270112",
+                     misfire_policy="SKIP")
+    result = planned(spec, NOW - 5 * 24 * 60 * MIN)
+    assert result.misfire.missed_count == 4  # the 10th (08:30, after the cursor), 11th, 13th, 14th
+    assert [to_datetime(e.scheduled_for_ms).day for e in result.excluded] == [12]
+
+
+def test_a_replan_over_a_recorded_span_lists_only_the_exdates_beyond_it():
+    spec = make_spec("rrule", "DTSTART:20270110T083000 RRULE:FREQ=DAILY EXDATE:20270116,20270118")
+    day = 24 * 60 * MIN
+    first = planned(spec, NOW, horizon_ms=2 * day + 60 * MIN)
+    assert len(first.excluded) == 2
+    again = plan(compile_spec(spec), spec, "s1", 4, NOW, 0, NOW + day, 2 * day + 60 * MIN,
+                 recorded_until_ms=first.next_fire_ms - 1)
+    assert again.excluded == [] and [o.scheduled_for_ms for o in again.occurrences][:1] == [NOW + 30 * MIN]

@@ -48,7 +48,8 @@ def test_only_plain_occurrences_are_staged():
 
 def test_shares_split_the_budget_over_partitions_still_staging_and_the_rate_is_measured():
     first, end = instant_range(T)
-    stage = Stage(T, {n: StagedPartition(first, end) for n in range(4)}, started_ms=T - 10_000)
+    stage = Stage(T, {n: StagedPartition(first, end) for n in range(4)}, started_ms=T - 10_000,
+                  producer_partition=0)
     stage.partitions[1].done = True
     assert stage.shares(20_000) == {0: 6667, 2: 6667, 3: 6667}
     assert stage.rate_per_s() is None
@@ -111,23 +112,47 @@ def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dis
     task.store.close()
 
 
-def test_an_entry_rewritten_while_staged_survives_the_stage_commit(tmp_path):
+def test_a_change_to_a_staged_entry_contradicts_the_stage_and_a_change_elsewhere_does_not(tmp_path):
     task, part, keys = staged_task(tmp_path, 3)
     assert part.done and len(part.sent) == 3
-    # An update's new version lands on the same key after it was staged; a new entry lands in the instant too.
+    added = occurrence_key(DISPATCH, T, "s0000a", T)
+    put(task, added, entry("acme", "s0000a"))
+    assert not task.contradicts_stage(), "a new entry in the instant is not in the stage"
+    task.txn.delete("timeline", keys[0])  # a cancel: the stage already holds its occurrence
+    assert task.contradicts_stage()
+    task.reset()
     newer = entry("acme", "s1-v2")
-    put(task, keys[1], newer)
+    put(task, keys[1], newer)  # an update's new version on the same key
+    assert task.contradicts_stage()
+    # The runtime then drops the stage before committing the change: every entry is left to ordinary dispatch.
+    task.stage_dropped()
+    task.committed({})
+    assert [(key, raw) for key, raw in task.due(DISPATCH, T)] == [(keys[0], entry("acme", "s0")),
+                                                                   (keys[1], newer), (keys[2], entry("acme", "s2"))]
+    task.store.close()
+
+
+def test_sent_entries_are_deleted_in_turns_with_their_changelog_tombstones(tmp_path):
+    task, part, keys = staged_task(tmp_path, 3)
     added = occurrence_key(DISPATCH, T, "s0000a", T)
     put(task, added, entry("acme", "s0000a"))
     task.committed({})
     task.staged_sent(part)
-    assert [key for key, _ in task.due(DISPATCH, T)] == [added, keys[1]], "nothing written since is skipped"
-    assert task.store.get("timeline", keys[0]) is not None, "deleted locally later, a chunk a turn"
-    assert task.delete_staged(1) is True
-    assert task.delete_staged(10) is False
-    assert task.store.get("timeline", keys[0]) is None and task.store.get("timeline", keys[2]) is None
-    assert task.store.get("timeline", keys[1]) == newer
-    assert [key for key, _ in task.due(DISPATCH, T)] == [added, keys[1]]
+    assert [key for key, _ in task.due(DISPATCH, T)] == [added], "the stage's entries are skipped"
+    assert task.store.get("timeline", keys[0]) is not None, "deleted later, a chunk a turn"
+    task.delete_staged(2)
+    tombstones = task.changelog_records()["timeline"]
+    assert [(topic, value) for topic, _, value in tombstones] == [("t", None), ("t", None)]
+    task.reset()  # the turn aborted: nothing is forgotten
+    assert task.has_staged_to_delete() and task.store.get("timeline", keys[0]) is not None
+    task.delete_staged(2)
+    task.committed({})
+    assert task.has_staged_to_delete()
+    task.delete_staged(10)
+    task.committed({})
+    assert not task.has_staged_to_delete()
+    assert all(task.store.get("timeline", key) is None for key in keys)
+    assert [key for key, _ in task.due(DISPATCH, T)] == [added]
     task.store.close()
 
 
@@ -140,6 +165,7 @@ def test_an_entry_rewritten_after_the_stage_commit_survives_its_local_delete(tmp
     task.committed({})
     assert task.next_due_ms(DISPATCH) == T
     task.delete_staged(100)
+    task.committed({})
     assert [(key, raw) for key, raw in task.due(DISPATCH, T)] == [(keys[2], rerun)]
     task.store.close()
 
@@ -149,8 +175,9 @@ def test_after_a_stage_commit_the_scan_starts_past_its_tombstones(tmp_path):
     task.staged_sent(part)
     assert task._floor[DISPATCH] == keys[-1] + b"\x00"
     assert task.next_due_ms(DISPATCH) is None
-    while task.delete_staged(100):
-        pass
+    while task.has_staged_to_delete():
+        task.delete_staged(100)
+        task.committed({})
     assert list(task.store.keys_from("timeline", *instant_range(T))) == []
     task.store.close()
 

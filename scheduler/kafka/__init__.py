@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by the engine, the worker SDK and the control plane."""

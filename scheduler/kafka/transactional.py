@@ -1,0 +1,99 @@
+"""One transactional producer, the way every transactional writer of the project uses it: the engine's
+turns and staged bursts, and a worker's attempt records. A commit is retried with backoff until a
+deadline, a failed delivery is latched and fails the commit, and a failed abort replaces the producer
+(a new one with the same transactional id fences the old epoch and aborts what it left open), except
+when the producer was fenced: then a newer owner holds the id, and replacing it would fence that owner.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+log = logging.getLogger(__name__)
+
+COMMIT_BACKOFF_S = 0.1   # first pause between commit attempts; doubled each time
+MAX_BACKOFF_S = 2.0
+FENCED = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+def is_fenced(error: KafkaError) -> bool:
+    return error.code() in FENCED
+
+
+class TransactionalProducer:
+    """A transactional id and the producer currently holding it."""
+
+    def __init__(self, conf: Mapping[str, Any], init_timeout_s: float = 30.0) -> None:
+        self.conf = dict(conf)
+        self.transactional_id: str = self.conf["transactional.id"]
+        self.init_timeout_s = init_timeout_s
+        self.failures: list[KafkaError] = []
+        self.raw = self._initialised()
+
+    def _initialised(self) -> Producer:
+        producer = Producer(self.conf)
+        producer.init_transactions(self.init_timeout_s)
+        return producer
+
+    def begin(self) -> None:
+        self.failures = []
+        self.raw.begin_transaction()
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, *,
+                on_delivered: Callable[[Message], None] | None = None, **kwargs: Any) -> None:
+        """Produce one record, waiting for room in the local queue. `on_delivered` hears of its delivery;
+        a failure is latched. Records sent on the hot path through `raw.produce` have no callback: their
+        failed delivery fails the commit all the same."""
+        if on_delivered is not None:
+            def delivered(error: KafkaError | None, message: Message) -> None:
+                if error is not None:
+                    self.failures.append(error)
+                else:
+                    on_delivered(message)
+            kwargs["on_delivery"] = delivered
+        while True:
+            try:
+                self.raw.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:  # the local queue is full: let deliveries drain it
+                self.raw.poll(0.05)
+
+    def flush(self, timeout_s: float) -> None:
+        """Wait for every record; undelivered or failed ones fail this transaction (abort it)."""
+        remaining = self.raw.flush(timeout_s)
+        if remaining or self.failures:
+            reason = str(self.failures[0]) if self.failures else f"{remaining} records undelivered"
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, reason, txn_requires_abort=True))
+
+    def send_offsets(self, offsets: list[Any], group_metadata: Any, timeout_s: float) -> None:
+        self.raw.send_offsets_to_transaction(offsets, group_metadata, timeout_s)
+
+    def commit(self, timeout_s: float, deadline_s: float) -> None:
+        """Commit, retrying what the broker says is retriable, with backoff, for at most `deadline_s`."""
+        give_up = time.monotonic() + deadline_s
+        pause = COMMIT_BACKOFF_S
+        while True:
+            try:
+                self.raw.commit_transaction(timeout_s)
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() + pause > give_up:
+                    raise
+                log.info("retrying the commit of %s in %.1f s: %s", self.transactional_id, pause, exc.args[0])
+                time.sleep(pause)
+                pause = min(MAX_BACKOFF_S, pause * 2)
+
+    def abort(self, timeout_s: float) -> None:
+        """Abort the open transaction, or replace the producer when the abort fails; raises when fenced."""
+        try:
+            self.raw.abort_transaction(timeout_s)
+        except KafkaException as exc:
+            if is_fenced(exc.args[0]):
+                raise
+            log.warning("aborting %s failed (%s): a new producer aborts it", self.transactional_id, exc.args[0])
+            self.raw.purge()
+            self.raw = self._initialised()
