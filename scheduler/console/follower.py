@@ -7,6 +7,7 @@ never waits for that thread: `pending` says how far behind it is.
 """
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -16,6 +17,8 @@ from scheduler.console.occurrence_stats import OccurrenceStats, TenantFigures
 from scheduler.views import OccurrenceView, ScheduleView
 
 Record = dict[str, Any]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_HORIZON_MS = 6 * 3_600_000
 TICK_S = 0.25
@@ -77,10 +80,10 @@ class ConsoleIndexes:
         while not self._stop.is_set():
             self._wake.wait(TICK_S)
             self._wake.clear()
-            with self._dirty_lock:
-                schedules, self._schedules = self._schedules, {}
-                occurrences, self._occurrences = self._occurrences, {}
-            with self._busy:
+            with self._busy:  # taken before the swap, so wait_applied never sees "nothing pending, idle" early
+                with self._dirty_lock:
+                    schedules, self._schedules = self._schedules, {}
+                    occurrences, self._occurrences = self._occurrences, {}
                 self._apply(schedules, occurrences)
 
     def _apply(self, schedules: dict[str, Record | None], occurrences: dict[str, Record | None]) -> None:
@@ -89,7 +92,10 @@ class ConsoleIndexes:
         for start in range(0, len(items), 2000):
             with self._lock:
                 for key, record in items[start:start + 2000]:
-                    self.forecast.apply(key, record)
+                    try:
+                        self.forecast.apply(key, record)
+                    except (ArithmeticError, ValueError):  # one odd schedule must not stop the index
+                        log.exception("forecast: schedule %s left out", key)
         with self._lock:
             for key, record in occurrences.items():
                 self.stats.apply(key, record)
