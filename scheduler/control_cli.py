@@ -365,7 +365,8 @@ def api_serve(args: argparse.Namespace) -> int:
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ValidationError("USAGE", "give both --tls-cert and --tls-key, or neither")
-    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout, args.tls_cert, args.tls_key)
+    serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout, args.tls_cert, args.tls_key,
+          args.metrics_url, args.forecast_hours)
     return EXIT_OK
 
 
@@ -499,6 +500,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     api.add_argument("--keys", type=Path, help=KEYS_HELP)
     api.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve HTTPS with this certificate (chain)")
     api.add_argument("--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert")
+    api.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                     help="a scheduler's /metrics (`scheduler run --metrics-port`), read by the console (repeatable)")
+    api.add_argument("--forecast-hours", type=float, default=6.0, help="hours ahead the console's forecast covers")
     api.set_defaults(handler=_guarded(api_serve))
     api_verbs = api.add_subparsers(dest="verb")
     keys = api_verbs.add_parser("keys", help="create, list or revoke API keys")

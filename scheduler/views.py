@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -64,6 +64,7 @@ class CompactedView:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._applied: dict[int, int] = {}
+        self._listeners: list[Callable[[str, Record | None], None]] = []
         conf = client_settings(connection(bootstrap, client_config), {
             "group.id": f"view-{uuid.uuid4()}",  # required by the client; never joined nor committed
             "enable.auto.commit": False,
@@ -162,6 +163,24 @@ class CompactedView:
     def _delete(self, key: str) -> None:
         raise NotImplementedError
 
+    def _entries(self) -> Mapping[str, Record]:
+        raise NotImplementedError
+
+    def subscribe(self, listener: Callable[[str, Record | None], None]) -> None:
+        """Call `listener(key, record)` for every entry held now, then for every change (None: deleted).
+
+        Derived indexes (the console's forecast and tenant figures) follow the view this way
+        instead of scanning it per request. Listeners run on the follower thread under the view's
+        lock: they must be quick (queue the work, do it elsewhere)."""
+        with self._cond:
+            for key, record in self._entries().items():
+                listener(key, record)
+            self._listeners.append(listener)
+
+    def _changed(self, key: str, record: Record | None) -> None:
+        for listener in self._listeners:
+            listener(key, record)
+
 
 class ScheduleView(CompactedView):
     """schedule_id -> ScheduleState from `<prefix>.schedules`, indexed by tenant."""
@@ -183,11 +202,16 @@ class ScheduleView(CompactedView):
             self._by_tenant.get(current["tenant"], {}).pop(key, None)
         self._by_id[key] = record
         self._by_tenant.setdefault(record["tenant"], {})[key] = record
+        self._changed(key, record)
 
     def _delete(self, key: str) -> None:
         current = self._by_id.pop(key, None)
         if current is not None:
             self._by_tenant.get(current["tenant"], {}).pop(key, None)
+            self._changed(key, None)
+
+    def _entries(self) -> Mapping[str, Record]:
+        return self._by_id
 
     def get(self, tenant: str, schedule_id: str) -> Record | None:
         """The schedule, or None when it does not exist or belongs to another tenant."""
@@ -231,13 +255,28 @@ class OccurrenceView(CompactedView):
     def __init__(self, bootstrap: str, prefix: str, codec: RecordCodec | None = None,
                  client_config: Mapping[str, str] | None = None) -> None:
         self._by_id: dict[str, Record] = {}
+        self._by_schedule: dict[str, dict[str, Record]] = {}
         super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec, client_config)
 
     def _put(self, key: str, record: Record) -> None:
         self._by_id[key] = record
+        self._by_schedule.setdefault(record["schedule_id"], {})[key] = record
+        self._changed(key, record)
 
     def _delete(self, key: str) -> None:
-        self._by_id.pop(key, None)
+        current = self._by_id.pop(key, None)
+        if current is not None:
+            self._by_schedule.get(current["schedule_id"], {}).pop(key, None)
+            self._changed(key, None)
+
+    def _entries(self) -> Mapping[str, Record]:
+        return self._by_id
+
+    def for_schedule(self, tenant: str, schedule_id: str, limit: int = 50) -> list[Record]:
+        """The schedule's most recent occurrences (by scheduled_for, newest first) the changelog still holds."""
+        with self._cond:
+            mine = [s for s in self._by_schedule.get(schedule_id, {}).values() if s["tenant"] == tenant]
+        return sorted(mine, key=lambda s: (s["scheduled_for_ms"], s["occurrence_id"]), reverse=True)[:limit]
 
     def get(self, tenant: str, occurrence_id: str) -> Record | None:
         """The occurrence's status, or None when unknown or another tenant's."""
@@ -258,9 +297,14 @@ class TenantView(CompactedView):
 
     def _put(self, key: str, record: Record) -> None:
         self._by_name[key] = record
+        self._changed(key, record)
 
     def _delete(self, key: str) -> None:
-        self._by_name.pop(key, None)
+        if self._by_name.pop(key, None) is not None:
+            self._changed(key, None)
+
+    def _entries(self) -> Mapping[str, Record]:
+        return self._by_name
 
     def get(self, tenant: str) -> Record | None:
         with self._cond:

@@ -46,10 +46,10 @@ class ControlEnv:
         return TopicReader(self.bootstrap, occurrence_topics(self.prefix, tenants), "Occurrence")
 
 
-def control_env(bootstrap: str, tmp_path: Path) -> Iterator[ControlEnv]:
+def control_env(bootstrap: str, tmp_path: Path, extra_args: tuple[str, ...] = ()) -> Iterator[ControlEnv]:
     prefix = f"c{uuid.uuid4().hex[:8]}"
     ensure_layout(bootstrap, prefix)
-    process = SchedulerProcess(bootstrap, prefix, tmp_path / "state", "ctl", ("--horizon", "5"),
+    process = SchedulerProcess(bootstrap, prefix, tmp_path / "state", "ctl", ("--horizon", "5", *extra_args),
                                open_tenants=False).start()
     plane = ControlPlane.open(bootstrap, prefix, timeout_s=60)
     key_file = tmp_path / "keys.json"

@@ -1,0 +1,1 @@
+"""The operator console served by `scheduler api` at /ui (server-rendered pages over the control plane)."""

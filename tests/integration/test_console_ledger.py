@@ -1,0 +1,66 @@
+"""The console's ledger reader on a real PostgreSQL, with tables laid out as the audit ledger's contract says."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scheduler.console.ledger import Ledger, schema_name
+from test_worker_idempotency_pg import postgres_dsn  # noqa: F401 - the module's PostgreSQL server fixture
+
+psycopg = pytest.importorskip("psycopg")
+pytestmark = pytest.mark.integration
+
+PREFIX = "Console-T1"
+KAFKA = "kafka_topic text, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamptz"
+DDL = f"""
+CREATE SCHEMA {{s}};
+CREATE TABLE {{s}}.schedule_versions ({KAFKA}, schedule_id text, tenant text, version bigint, state text,
+  spec text, fired_count bigint, next_fire_ms bigint, updated_at_ms bigint, PRIMARY KEY (schedule_id, version));
+CREATE TABLE {{s}}.dispatches ({KAFKA}, occurrence_id text, schedule_id text, tenant text,
+  scheduled_for_ms bigint, available_at_ms bigint, attempt int, PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset));
+CREATE TABLE {{s}}.attempts ({KAFKA}, occurrence_id text, schedule_id text, tenant text, attempt int, kind text,
+  at_ms bigint, PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset));
+CREATE TABLE {{s}}.dead_letters ({KAFKA}, tenant text, occurrence text, occurrence_id text,
+  PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset));
+"""
+
+
+def test_versions_and_occurrences_come_from_the_ledger_per_tenant(postgres_dsn):  # noqa: F811
+    s = schema_name(PREFIX)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(DDL.format(s=s))
+        for version, state in ((1, "ACTIVE"), (2, "PAUSED")):
+            conn.execute(f"INSERT INTO {s}.schedule_versions VALUES ('sched', 0, %s, now(), 'daily', 'acme', %s, %s, %s, 4, NULL, %s)",
+                         (version, version, state, json.dumps({"kind": "CRON", "expression": "0 9 * * *"}), version * 1000))
+        conn.execute(f"INSERT INTO {s}.schedule_versions VALUES ('sched', 0, 9, now(), 'g-daily', 'globex', 1, 'ACTIVE', '{{}}', 0, NULL, 1)")
+        base = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+        rows = [("o1", base + 60_000, base + 60_000, "2026-01-01 00:01:00.250+00", 0), ("o1", base + 60_000, base + 60_000, "2026-01-01 00:01:05+00", 1),
+                ("o2", base + 120_000, base + 125_000, "2026-01-01 00:02:05.100+00", 2)]
+        for oid, due, available, enqueued, offset in rows:
+            conn.execute(f"INSERT INTO {s}.dispatches VALUES ('sched.occurrences.acme.normal', 0, %s, %s, %s, 'daily', 'acme', %s, %s, 1)",
+                         (offset, enqueued, oid, due, available))
+        for offset, (oid, attempt, kind, at) in enumerate([("o1", 1, "STARTED", 61_000), ("o1", 1, "FAILED", 62_000),
+                                                           ("o1", 2, "STARTED", 66_000), ("o1", 2, "FAILED", 67_000),
+                                                           ("o2", 1, "STARTED", 126_000), ("o2", 1, "SUCCEEDED", 127_000)]):
+            conn.execute(f"INSERT INTO {s}.attempts VALUES ('sched.attempts', 0, %s, now(), %s, 'daily', 'acme', %s, %s, %s)",
+                         (offset, oid, attempt, kind, at))
+        conn.execute(f"INSERT INTO {s}.dead_letters VALUES ('sched.dead-letters.acme', 0, 0, now(), 'acme', '{{}}', 'o1')")
+
+    ledger = Ledger(postgres_dsn, PREFIX)
+    versions = ledger.versions("acme", "daily")
+    assert [(v["version"], v["state"]) for v in versions] == [(2, "PAUSED"), (1, "ACTIVE")]
+    assert ledger.versions("globex", "daily") == [] and len(ledger.versions("globex", "g-daily")) == 1
+    occurrences = {o["occurrence_id"]: o for o in ledger.occurrences("acme", "daily")}
+    assert list(occurrences) == ["o2", "o1"]  # newest first
+    assert occurrences["o1"]["status"] == "DEAD" and occurrences["o1"]["attempts"] == 2
+    assert occurrences["o1"]["dispatches"] == 2 and occurrences["o1"]["lag_ms"] == 250
+    assert occurrences["o2"]["status"] == "SUCCEEDED" and occurrences["o2"]["lag_ms"] == 100  # from available_at
+    assert ledger.occurrences("globex", "daily") == []
+
+
+def test_an_unset_ledger_is_none(monkeypatch):
+    monkeypatch.delenv("AUDIT_DATABASE_URL", raising=False)
+    assert Ledger.from_env("sched") is None
+    monkeypatch.setenv("AUDIT_DATABASE_URL", "host=/nowhere")
+    assert Ledger.from_env("sched").schema == "sched"
