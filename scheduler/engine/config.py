@@ -39,7 +39,10 @@ class EngineConfig:
     # librdkafka settings for every client of the process (SASL_SSL credentials, CA file); the engine's own
     # settings (transactions, isolation, group) are refused there (scheduler.kafka_clients.client_settings).
     client_config: dict[str, str] = field(default_factory=dict)
-    transaction_timeout_ms: int = 30_000
+    # How long a turn's transaction may stay open. A process killed mid-turn leaves it open, and the new owner's
+    # restore waits for it (it cannot read past it): 10 s, as Kafka Streams' exactly-once default, where a
+    # healthy turn commits in well under a second.
+    transaction_timeout_ms: int = 10_000
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
