@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "scheduler.worker.cli",
     "scheduler.control_cli",
     "scheduler.connect.cli",
+    "scheduler.audit.cli",
 )
 
 

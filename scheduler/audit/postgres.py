@@ -12,9 +12,11 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from scheduler import config
 from scheduler.broker.local import HOST, check_port_free, free_port
 
 SUPERUSER = "postgres"
+_PORT_FILE = "port"
 DATABASE = "postgres"
 
 
@@ -42,14 +44,33 @@ def _run_as() -> list[str]:
     return ["runuser", "-u", SUPERUSER, "--"]
 
 
+def default_data_dir() -> Path:
+    """As root the server runs as `postgres`, who cannot enter root's home: then it lives in /var/tmp."""
+    if os.geteuid() == 0:
+        return Path("/var/tmp/kafka-job-scheduler/postgres")
+    return config.state_home() / "postgres"
+
+
+def _remembered_port(data_dir: Path) -> int | None:
+    try:
+        return int((data_dir / _PORT_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
 class LocalPostgres:
     """One server whose cluster, socket and log live in `data_dir` (created if missing)."""
 
     def __init__(self, data_dir: Path | None = None, port: int | None = None) -> None:
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="kjs-pg-")).resolve()
-        self.port = port or free_port()
+        self.port = port or _remembered_port(self.data_dir) or free_port()
         self._binaries = server_binaries()
         self._run_as = _run_as()
+
+    def is_running(self) -> bool:
+        return (self._cluster / "postmaster.pid").exists() and subprocess.run(
+            [*self._run_as, str(self._binaries / "pg_ctl"), "-D", str(self._cluster), "status"],
+            capture_output=True).returncode == 0
 
     @property
     def url(self) -> str:
@@ -66,16 +87,19 @@ class LocalPostgres:
 
     def start(self) -> str:
         """initdb on first use, then start and wait until it accepts connections; returns `url`."""
+        if self.is_running():
+            return self.url
         check_port_free(self.port, "--port")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._run_as:
             shutil.chown(self.data_dir, SUPERUSER, SUPERUSER)
+        (self.data_dir / _PORT_FILE).write_text(f"{self.port}\n")
         if not (self._cluster / "PG_VERSION").exists():
             self._pg("initdb", "-D", str(self._cluster), "-U", SUPERUSER, "--auth=trust", "--no-sync",
                      "--encoding=UTF8", "--locale=C")
         self._pg("pg_ctl", "-D", str(self._cluster), "-w", "-t", "60", "-l", str(self.log_file), "-o",
                  f"-p {self.port} -k {self.data_dir} -c listen_addresses={HOST} -c fsync=off "
-                 f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=50", "start")
+                 f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=50 -c timezone=UTC", "start")
         return self.url
 
     def stop(self, mode: str = "fast") -> None:
