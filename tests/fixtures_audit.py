@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from scheduler.audit import ledger
+from scheduler.audit import tables
 from scheduler.audit.connectors import Database, delete_connectors, ensure_connectors, render, wait_running
 from scheduler.audit.postgres import LocalPostgres, PostgresError
 from scheduler.broker.local import free_port
@@ -62,7 +62,7 @@ class Ledger:
 
 @pytest.fixture(scope="session")
 def audit_postgres() -> Iterator[str]:
-    external = os.environ.get(ledger.DATABASE_URL_ENV)
+    external = os.environ.get(tables.DATABASE_URL_ENV)
     if external:
         yield external
         return
@@ -103,11 +103,11 @@ def audit_ledger(audit_connect: SessionConnect, audit_postgres: str, kafka_boots
     or after (the sinks subscribe by name and by regex)."""
     rest = ConnectRest(audit_connect.url)
     with psycopg.connect(audit_postgres) as conn:
-        ledger.ensure_tables(conn, unique_prefix)
+        tables.ensure_tables(conn, unique_prefix)
     configs = render(unique_prefix, Database.from_url(audit_postgres), Topology.load())
     ensure_connectors(rest, configs)
     wait_running(rest, list(configs), 90)
-    schema = ledger.schema_name(unique_prefix)
+    schema = tables.schema_name(unique_prefix)
     yield Ledger(unique_prefix, schema, audit_postgres, rest, tuple(configs))
     delete_connectors(rest, unique_prefix)
     with psycopg.connect(audit_postgres) as conn:

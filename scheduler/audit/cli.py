@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psycopg
 
-from scheduler.audit import ledger
+from scheduler.audit import tables
 from scheduler.audit.connectors import ConnectorError, Database, ensure_connectors, render, wait_running
 from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
 from scheduler.config import Settings
@@ -61,12 +61,12 @@ def _say(message: str) -> None:
 
 def database_url() -> str:
     """AUDIT_DATABASE_URL, else the local server from `scheduler audit postgres start`."""
-    url = os.environ.get(ledger.DATABASE_URL_ENV)
+    url = os.environ.get(tables.DATABASE_URL_ENV)
     if url:
         return url
     local = LocalPostgres(default_data_dir())
     if not local.is_running():
-        raise PostgresError(f"{ledger.DATABASE_URL_ENV} is not set and no local PostgreSQL runs: "
+        raise PostgresError(f"{tables.DATABASE_URL_ENV} is not set and no local PostgreSQL runs: "
                             "start one with `scheduler audit postgres start`")
     return local.url
 
@@ -87,7 +87,7 @@ def run_ensure(args: argparse.Namespace) -> int:
     try:
         url, rest = database_url(), ConnectRest(connect_url())
         with psycopg.connect(url) as conn:
-            tables = ledger.ensure_tables(conn, prefix)
+            report = tables.ensure_tables(conn, prefix)
         configs = render(prefix, Database.from_url(url), Topology.load(), args.replication_factor)
         connectors = ensure_connectors(rest, configs, check_only=args.check)
         if args.wait > 0 and not args.check:
@@ -95,11 +95,11 @@ def run_ensure(args: argparse.Namespace) -> int:
     except (PostgresError, ConnectorError, ConnectRestError, psycopg.Error, ValueError, OSError) as error:
         _say(f"scheduler audit ensure: {error}")
         return EXIT_ERROR
-    for name in tables.created:
+    for name in report.created:
         print(f"created  table {name}")
-    for name in tables.ok:
+    for name in report.ok:
         print(f"ok       table {name}")
-    for difference in tables.differences:
+    for difference in report.differences:
         print(f"DIFFERS  table {difference}")
     for name in connectors.created:
         print(f"{'MISSING ' if args.check else 'created '} connector {name}")
@@ -107,11 +107,11 @@ def run_ensure(args: argparse.Namespace) -> int:
         print(f"ok       connector {name}")
     for name, keys in connectors.drifted.items():
         print(f"{'DRIFTED ' if args.check else 'updated '} connector {name} ({', '.join(keys)})")
-    print(f"tables: {len(tables.created)} created, {len(tables.ok)} ok, {len(tables.differences)} differing; "
+    print(f"tables: {len(report.created)} created, {len(report.ok)} ok, {len(report.differences)} differing; "
           f"connectors: {len(connectors.created)} {'missing' if args.check else 'created'}, {len(connectors.ok)} ok, "
           f"{len(connectors.drifted)} {'drifted' if args.check else 'updated'} "
-          f"(prefix {prefix!r}, schema {ledger.schema_name(prefix)!r}, connect {rest.url})")
-    if tables.differences:
+          f"(prefix {prefix!r}, schema {tables.schema_name(prefix)!r}, connect {rest.url})")
+    if report.differences:
         _say("Tables that differ were left unchanged; fix them by hand (docs/audit.md).")
         return EXIT_DIFFERS
     if args.check and (connectors.created or connectors.drifted):
@@ -120,9 +120,9 @@ def run_ensure(args: argparse.Namespace) -> int:
 
 
 def _pg_start(args: argparse.Namespace) -> int:
-    if os.environ.get(ledger.DATABASE_URL_ENV):
-        _say(f"{ledger.DATABASE_URL_ENV} is set: the ledger uses that database; no local PostgreSQL started")
-        print(os.environ[ledger.DATABASE_URL_ENV])
+    if os.environ.get(tables.DATABASE_URL_ENV):
+        _say(f"{tables.DATABASE_URL_ENV} is set: the ledger uses that database; no local PostgreSQL started")
+        print(os.environ[tables.DATABASE_URL_ENV])
         return 0
     try:
         server = LocalPostgres(args.data_dir or default_data_dir(), args.port)

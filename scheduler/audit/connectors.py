@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 
-from scheduler.audit.ledger import TABLES, LedgerTable, schema_name
+from scheduler.audit.tables import TABLES, LedgerTable, schema_name
 from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.topology import Topology
 
