@@ -9,10 +9,11 @@ Classification of an expected occurrence, first match wins:
 3. FAILED then re-dispatched: RETRIED; FAILED with no later dispatch (the retry waits): FAILED;
 4. STARTED or HEARTBEAT only: RUNNING; dispatched with no worker report: ENQUEUED;
 5. a summarised range event (no id) of its schedule covering its instant: that event's kind;
-6. a fire of a paused version: SKIPPED_PAUSED (a SKIPPED_PAUSED event at its instant gives its id);
-7. otherwise ABSENT: expected, never dispatched, and nothing explains it.
+6. otherwise ABSENT: expected, never dispatched, and nothing explains it.
 
-A dispatch whose id is not expected is UNEXPECTED. Enqueue lag is the Kafka record timestamp minus
+A fire of a paused version is SKIPPED_PAUSED (its SKIPPED_PAUSED event, found by schedule and
+instant, gives the id the engine used), never ABSENT. A dispatch whose id is not expected - or is
+a paused fire's - is UNEXPECTED. Enqueue lag is the Kafka record timestamp minus
 available_at_ms - scheduled_for for strict jobs, the jitter slot for flexible ones, the retry or
 re-run instant for attempts > 1 - with catch-up replays (lateness by design) counted apart.
 """
@@ -134,6 +135,9 @@ class _Index:
 
 def _classify(item: Expected, index: _Index) -> tuple[str, int]:
     oid = item.occurrence_id
+    if item.origin == PAUSED:  # nothing runs while paused: only the engine's events say more
+        events = index.events.get(oid)
+        return (max(events, key=lambda e: e.recorded_at_ms).kind if events else index.range_kind(item) or SKIPPED_PAUSED), 0
     steps = sorted(index.attempts.get(oid, ()))
     failed = [attempt for _, attempt, kind in steps if kind == FAILED]
     finals = [(at, kind) for at, _, kind in steps if kind in FINAL_ATTEMPTS]
@@ -151,7 +155,7 @@ def _classify(item: Expected, index: _Index) -> tuple[str, int]:
         return RUNNING, 0
     if sent:
         return ENQUEUED, 0
-    return index.range_kind(item) or (SKIPPED_PAUSED if item.origin == PAUSED else ABSENT), 0
+    return index.range_kind(item) or ABSENT, 0
 
 
 def _with_recorded_id(item: Expected, index: _Index) -> Expected:
@@ -196,7 +200,7 @@ def reconcile(ledger: Ledger, from_ms: int, to_ms: int) -> Report:
         item = _with_recorded_id(item, index)
         classification, failed = _classify(item, index)
         occurrences.append(Classified(item, classification, len(index.dispatches.get(item.occurrence_id, ())), failed))
-    known = {c.expected.occurrence_id for c in occurrences}
+    known = {c.expected.occurrence_id for c in occurrences if c.expected.origin != PAUSED}
     unexpected = []
     for oid, sent in sorted(index.dispatches.items(), key=lambda kv: (kv[1][0].schedule_id, kv[1][0].scheduled_for_ms)):
         if oid not in known:
