@@ -2,14 +2,14 @@
 
 Classification of an expected occurrence, first match wins:
 
+0. no dispatch row at all: its event (by id, or a summarised range covering its instant), else
+   ABSENT - worker reports or a dead letter without a dispatch prove a lost ledger row, not a run;
 1. the latest final report: SUCCEEDED or SKIPPED_STALE (a worker's attempt step) or DEAD (a dead
    letter), by time;
 2. an occurrence event about its id (the OccurrenceEventKind symbols: MISSED, SKIPPED_PAUSED,
    INVALIDATED, SKIPPED_OVERLAP, CANCELED) - an event after a dispatch is a dropped retry;
 3. FAILED then re-dispatched: RETRIED; FAILED with no later dispatch (the retry waits): FAILED;
 4. STARTED or HEARTBEAT only: RUNNING; dispatched with no worker report: ENQUEUED;
-5. a summarised range event (no id) of its schedule covering its instant: that event's kind;
-6. otherwise ABSENT: expected, never dispatched, and nothing explains it.
 
 A fire of a paused version is SKIPPED_PAUSED (its SKIPPED_PAUSED event, found by schedule and
 instant, gives the id the engine used), never ABSENT. A dispatch whose id is not expected - or is
@@ -135,9 +135,13 @@ class _Index:
 
 def _classify(item: Expected, index: _Index) -> tuple[str, int]:
     oid = item.occurrence_id
+    events = index.events.get(oid)
+    latest_event = max(events, key=lambda e: e.recorded_at_ms).kind if events else None
     if item.origin == PAUSED:  # nothing runs while paused: only the engine's events say more
-        events = index.events.get(oid)
-        return (max(events, key=lambda e: e.recorded_at_ms).kind if events else index.range_kind(item) or SKIPPED_PAUSED), 0
+        return latest_event or index.range_kind(item) or SKIPPED_PAUSED, 0
+    sent = index.dispatches.get(oid, ())
+    if not sent:  # a worker's or dead letter's word is no proof of a dispatch the ledger lacks
+        return latest_event or index.range_kind(item) or ABSENT, 0
     steps = sorted(index.attempts.get(oid, ()))
     failed = [attempt for _, attempt, kind in steps if kind == FAILED]
     finals = [(at, kind) for at, _, kind in steps if kind in FINAL_ATTEMPTS]
@@ -145,17 +149,13 @@ def _classify(item: Expected, index: _Index) -> tuple[str, int]:
         finals.append((index.dead[oid], DEAD))
     if finals:
         return max(finals)[1], len(failed)
-    events = index.events.get(oid)
-    if events:
-        return max(events, key=lambda e: e.recorded_at_ms).kind, len(failed)
-    sent = index.dispatches.get(oid, ())
+    if latest_event:
+        return latest_event, len(failed)
     if failed:
         return (RETRIED if any(d.attempt > max(failed) for d in sent) else FAILED), len(failed)
     if any(kind in (STARTED, HEARTBEAT) for _, _, kind in steps):
         return RUNNING, 0
-    if sent:
-        return ENQUEUED, 0
-    return index.range_kind(item) or ABSENT, 0
+    return ENQUEUED, 0
 
 
 def _with_recorded_id(item: Expected, index: _Index) -> Expected:
