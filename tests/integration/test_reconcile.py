@@ -1,0 +1,184 @@
+"""`scheduler reconcile` against a real PostgreSQL: rows shaped as the sink writes them, from a real
+scheduler run (updates, pause/resume, cancel, trigger, max_fires, a misfire, dead letters, kill -9)
+and by hand for the exit codes. Removing one delivered occurrence from the ledger must fail it."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import psycopg
+import pytest
+
+from engine_harness import REPO, SchedulerProcess, ensure_layout, rfc3339
+from ledger_sink import CODEC, insert, record_row, sink_topics
+from scheduler.audit.ledger_reader import ensure_tables, schema_name
+from scheduler.client import SchedulerClient, make_spec
+from scheduler.engine.instants import to_datetime
+from scheduler.timing.occurrence_id import occurrence_id
+from worker_harness import WorkerProcess
+
+TENANT = "audit"
+T0 = 1_777_852_800_000  # 2026-05-04T00:00:00Z
+M = 60_000
+
+
+def reconcile(url: str | None, prefix: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SCHEDULER_TOPIC_PREFIX": prefix}
+    env.pop("AUDIT_DATABASE_URL", None)
+    if url is not None:
+        env["AUDIT_DATABASE_URL"] = url
+    return subprocess.run([sys.executable, "-m", "scheduler", "reconcile", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def window(from_ms: int, to_ms: int) -> list[str]:
+    return ["--tenant", TENANT, "--from", rfc3339(from_ms), "--to", rfc3339(to_ms)]
+
+
+def state(sid: str, version: int, status: str, spec: dict, fired: int, at_ms: int) -> dict:
+    return {"schedule_id": sid, "tenant": TENANT, "version": version, "state": status, "spec": spec,
+            "create_command_id": f"c-{sid}", "created_at_ms": T0, "updated_at_ms": at_ms, "fired_count": fired,
+            "next_fire_ms": None, "pending": [], "running": []}
+
+
+def result(sid: str, kind: str, version: int, at_ms: int) -> dict:
+    return {"command_id": str(uuid.uuid4()), "schedule_id": sid, "tenant": TENANT, "command_type": kind,
+            "status": "ACCEPTED", "version": version, "processed_at_ms": at_ms}
+
+
+def dispatch(sid: str, version: int, at_ms: int) -> dict:
+    oid = occurrence_id(sid, version, to_datetime(at_ms))
+    return {"occurrence_id": oid, "schedule_id": sid, "tenant": TENANT, "schedule_version": version,
+            "scheduled_for_ms": at_ms, "available_at_ms": at_ms, "priority": "NORMAL", "payload": b"\x00\xff"}
+
+
+def write(conn: psycopg.Connection, schema: str, table: str, name: str, records: list[dict], topic: str) -> None:
+    """Through the codec and back, so each row holds the whole record with its defaults, as the sink sees it."""
+    decoded = [CODEC.decode(name, CODEC.encode(name, r)) for r in records]
+    insert(conn, schema, table, [record_row(r, topic, 0, n, r.get("scheduled_for_ms", T0) + 7)
+                                 for n, r in enumerate(decoded)])
+
+
+@pytest.fixture
+def ledger(audit_database_url):
+    prefix = f"r{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(audit_database_url) as conn:
+        ensure_tables(conn, prefix)
+        yield conn, prefix, schema_name(prefix)
+
+
+def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url, ledger):
+    conn, prefix, schema = ledger
+    every_10m = make_spec("cron", "*/10 * * * *")
+    write(conn, schema, "schedule_versions", "ScheduleState",
+          [state("s", 1, "ACTIVE", every_10m, 3, T0), state("s", 2, "CANCELED", every_10m, 3, T0 + 35 * M)],
+          f"{prefix}.schedules")
+    write(conn, schema, "command_results", "CommandResult",
+          [result("s", "CREATE", 1, T0), result("s", "CANCEL", 2, T0 + 35 * M)], f"{prefix}.command-results")
+    fires = [dispatch("s", 1, T0 + k * 10 * M) for k in (1, 2, 3)]
+    write(conn, schema, "dispatches", "Occurrence", fires + fires[:1], f"{prefix}.occurrences.{TENANT}.normal")
+
+    done = reconcile(audit_database_url, prefix, *window(T0, T0 + 60 * M), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["ok"] and doc["expected"] == 3 and doc["classifications"]["ENQUEUED"] == 3
+    assert doc["deliveries"]["duplicates"] == [{"occurrence_id": fires[0]["occurrence_id"], "attempt": 1,
+                                                "deliveries": 2}]
+    assert doc["lag_ms"][TENANT] == {"count": 4, "p50": 7, "p99": 7, "max": 7}
+    assert [v["state"] for v in doc["schedules"]["s"]["versions"]] == ["ACTIVE", "CANCELED"]
+
+    conn.execute(f'DELETE FROM "{schema}".dispatches WHERE occurrence_id = %s', (fires[1]["occurrence_id"],))
+    write(conn, schema, "dispatches", "Occurrence", [dispatch("s", 2, T0 + 40 * M)],
+          f"{prefix}.occurrences.{TENANT}.high")
+    conn.commit()
+    failed = reconcile(audit_database_url, prefix, *window(T0, T0 + 60 * M))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert f"ABSENT {fires[1]['occurrence_id']}" in failed.stdout
+    assert f"UNEXPECTED {occurrence_id('s', 2, to_datetime(T0 + 40 * M))}" in failed.stdout
+
+    bad = {
+        "instant": reconcile(audit_database_url, prefix, "--tenant", TENANT, "--from", "monday", "--to", rfc3339(T0)),
+        "order": reconcile(audit_database_url, prefix, *window(T0, T0)),
+        "tenant": reconcile(audit_database_url, prefix, *window(T0, T0 + M)[2:], "--tenant", "nobody"),
+        "schedule": reconcile(audit_database_url, prefix, *window(T0, T0 + M), "--schedule", "nope"),
+        "no tables": reconcile(audit_database_url, "elsewhere", *window(T0, T0 + M)),
+        "unset": reconcile(None, prefix, *window(T0, T0 + M)),
+        "unreachable": reconcile("postgresql://postgres@127.0.0.1:1/postgres", prefix, *window(T0, T0 + M)),
+    }
+    for case, run in bad.items():
+        assert run.returncode == 2 and run.stderr.startswith("error: ") and not run.stdout, (case, run)
+    assert "cannot reach the audit database" in bad["unreachable"].stderr
+
+
+def every(period_s: int, **fields) -> dict:
+    return make_spec("rate", f"every {period_s}s", anchor_at_ms=math.floor(time.time()) * 1000, **fields)
+
+
+def test_a_real_run_reconciles_clean_and_a_removed_delivery_is_named(kafka_bootstrap, unique_prefix, tmp_path,
+                                                                     audit_database_url):
+    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
+    start_ms = int(time.time() * 1000)
+    scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "5")).start()
+    worker = WorkerProcess(kafka_bootstrap, unique_prefix, TENANT, "worker_handlers:by_payload",
+                           tmp_path / "worker").start()
+    client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=90)
+    try:
+        client.create(TENANT, every(1), schedule_id="rate")
+        client.create(TENANT, every(2, payload=b"permanent"), schedule_id="dead")
+        client.create(TENANT, every(1, max_fires=4), schedule_id="limited")
+        client.create(TENANT, every(1, max_lateness_ms=1000, misfire_policy="SKIP"), schedule_id="skippy")
+        client.create(TENANT, every(1), schedule_id="paused")
+        client.create(TENANT, every(1), schedule_id="canceled")
+        client.create(TENANT, make_spec("cron", "* * * * *"), schedule_id="cron")
+        client.create(TENANT, make_spec("once", rfc3339(int(time.time() * 1000) + 4000)), schedule_id="once")
+        time.sleep(3)
+        client.update(TENANT, "rate", every(2))
+        client.pause(TENANT, "paused")
+        client.trigger_now(TENANT, "canceled")
+        time.sleep(2.5)
+        client.cancel(TENANT, "canceled")
+        client.resume(TENANT, "paused")
+        time.sleep(2)
+        scheduler.kill()  # kill -9 mid-run: skippy's fires during the downtime are MISSED
+        time.sleep(4)
+        scheduler.start()
+        time.sleep(8)
+        client.update(TENANT, "paused", every(3))
+        time.sleep(3)
+        to_ms = int(time.time() * 1000) - 3000
+        time.sleep(3)  # everything due before to_ms is dispatched (on time) or recorded by now
+        with psycopg.connect(audit_database_url) as conn:
+            schema = schema_name(unique_prefix)
+            ensure_tables(conn, unique_prefix)
+            counts = sink_topics(kafka_bootstrap, unique_prefix, [TENANT], conn, schema)
+            assert counts["dispatches"] and counts["attempts"] and counts["dead_letters"], counts
+            done = reconcile(audit_database_url, unique_prefix, *window(start_ms, to_ms), "--json", "--all")
+            assert done.returncode == 0, done.stdout[-6000:] + done.stderr + scheduler.log_tail()
+            doc = json.loads(done.stdout)
+            seen = doc["classifications"]
+            assert seen["SUCCEEDED"] and seen["DEAD"] and seen["MISSED"] and seen["SKIPPED_PAUSED"], seen
+            per = {o["origin"] for o in doc["occurrences"]}
+            assert "TRIGGER" in per and "SCHEDULE" in per, per
+            limited = [o for o in doc["occurrences"] if o["schedule_id"] == "limited"]
+            assert len(limited) == 4, limited
+            assert not [o for o in doc["occurrences"] if o["schedule_id"] == "canceled"
+                        and o["scheduled_for_ms"] > doc["schedules"]["canceled"]["versions"][-1]["accepted_at_ms"]]
+
+            victim = next(o for o in doc["occurrences"] if o["schedule_id"] == "rate" and o["deliveries"])
+            conn.execute(f'DELETE FROM "{schema}".dispatches WHERE occurrence_id = %s', (victim["occurrence_id"],))
+            conn.commit()
+            failed = reconcile(audit_database_url, unique_prefix, *window(start_ms, to_ms))
+            assert failed.returncode == 1, failed.stdout + failed.stderr
+            absent = [line for line in failed.stdout.splitlines() if line.startswith("ABSENT ")]
+            assert absent == [line for line in absent if victim["occurrence_id"] in line] and len(absent) == 1, \
+                failed.stdout
+    finally:
+        client.close()
+        worker.stop_quietly()
+        if scheduler.alive():
+            scheduler.terminate()
