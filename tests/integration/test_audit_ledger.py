@@ -3,15 +3,21 @@ Debezium's JDBC sink, a real PostgreSQL (tests/fixtures_audit.py)."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import threading
 import time
 
+import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer
 from engine_harness import CODEC, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 
-from scheduler.audit.connectors import dead_letter_topic
+from scheduler.audit.connectors import dead_letter_topic, delete_connectors
+from scheduler.audit.tables import schema_name
 from scheduler.client import SchedulerClient, make_spec
+from scheduler.connect.rest import ConnectRest
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANT = "acme"
@@ -122,3 +128,43 @@ def test_kill_9_of_the_connect_worker_mid_stream_loses_no_row_and_doubles_none(
     assert rows == [(total, total, total)]
     payload = audit_ledger.query("SELECT payload FROM {s}.dispatches WHERE occurrence_id = 'occ-00258'")
     assert payload == [(bytes([258 % 256, 0]),)]
+
+
+def _audit(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scheduler", "audit", *arguments], env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_audit_ensure_creates_once_then_reports_and_repairs_drift(
+        kafka_bootstrap, unique_prefix, audit_connect, audit_postgres):
+    ensure_layout(kafka_bootstrap, unique_prefix)
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap, "SCHEDULER_TOPIC_PREFIX": unique_prefix,
+           "KAFKA_CONNECT_URL": audit_connect.url, "AUDIT_DATABASE_URL": audit_postgres}
+    rest = ConnectRest(audit_connect.url)
+    try:
+        first = _audit(env, "ensure")
+        assert first.returncode == 0, first.stderr
+        assert first.stdout.count("created  table") == 6 and first.stdout.count("created  connector") == 6
+        again = _audit(env, "ensure", "--check")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert again.stdout.count("ok       table") == 6 and again.stdout.count("ok       connector") == 6
+        name = f"{unique_prefix}.audit.attempts"
+        rest.put_config(name, {**rest.config(name), "batch.size": "7"})
+        checked = _audit(env, "ensure", "--check")
+        assert checked.returncode == 1
+        assert f"DRIFTED  connector {name} (batch.size)" in checked.stdout
+        assert rest.config(name)["batch.size"] == "7"
+        repaired = _audit(env, "ensure")
+        assert repaired.returncode == 0 and f"updated  connector {name} (batch.size)" in repaired.stdout
+        assert "batch.size" not in rest.config(name)
+        with psycopg.connect(audit_postgres) as conn:
+            conn.execute(f"ALTER TABLE {schema_name(unique_prefix)}.attempts DROP COLUMN worker_id")
+        differs = _audit(env, "ensure", "--wait", "0")
+        assert differs.returncode == 1
+        assert f"DIFFERS  table {schema_name(unique_prefix)}.attempts: worker_id missing (want text)" in differs.stdout
+        no_db = _audit({**env, "AUDIT_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/postgres"}, "ensure")
+        assert no_db.returncode == 2 and "scheduler audit ensure:" in no_db.stderr
+    finally:
+        delete_connectors(rest, unique_prefix)
+        with psycopg.connect(audit_postgres) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema_name(unique_prefix)} CASCADE")
