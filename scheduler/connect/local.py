@@ -57,7 +57,9 @@ def internal_topics(prefix: str) -> dict[str, str]:
     }
 
 
-def worker_settings(bootstrap: str, prefix: str, port: int, plugin_path: list[Path]) -> dict[str, str]:
+def worker_settings(bootstrap: str, prefix: str, port: int, plugin_path: list[Path],
+                    host: str = HOST) -> dict[str, str]:
+    """The worker's properties; `host` is where the REST API listens and what it advertises."""
     return {
         "bootstrap.servers": bootstrap,
         "group.id": f"{prefix}.connect",
@@ -69,8 +71,8 @@ def worker_settings(bootstrap: str, prefix: str, port: int, plugin_path: list[Pa
         "status.storage.partitions": "1",
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
         "value.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
-        "listeners": f"http://{HOST}:{port}",
-        "rest.advertised.host.name": HOST,
+        "listeners": f"http://{'0.0.0.0' if host != HOST else HOST}:{port}",
+        "rest.advertised.host.name": host,
         "rest.advertised.port": str(port),
         "plugin.path": ",".join(str(path) for path in plugin_path),
         # Plugins are found through their META-INF/services manifests: the reflective scan costs ~10 s.
