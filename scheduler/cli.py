@@ -17,6 +17,8 @@ COMMAND_MODULES = (
     "scheduler.worker.cli",
     "scheduler.control_cli",
     "scheduler.audit.reconcile_cli",
+    "scheduler.connect.cli",
+    "scheduler.audit.cli",
 )
 
 
