@@ -32,7 +32,8 @@ from pathlib import Path
 import psycopg
 
 from scheduler.audit.expected import expected_occurrences
-from scheduler.audit.ledger_reader import LedgerReader, ensure_tables, schema_name
+from scheduler.audit.ledger_reader import LedgerReader
+from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.audit.reconcile import reconcile
 from scheduler.client import make_spec
 from scheduler.engine.instants import to_datetime

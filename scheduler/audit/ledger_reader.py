@@ -7,9 +7,7 @@ scheduled_for lies in the range. Large tables are streamed through a server-side
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
-from importlib import resources
 from typing import Any
 
 import psycopg
@@ -17,31 +15,16 @@ from psycopg import sql
 
 from scheduler.audit.ledger import (AttemptRow, DeadLetterRow, DispatchRow, EventRow, Ledger, ResultRow,
                                     VersionRow)
+from scheduler.audit.tables import TABLES, schema_name
 from scheduler.schemas import PRIMITIVES
 from scheduler.topology import Topology
 
-TABLES = ("schedule_versions", "command_results", "dispatches", "occurrence_events", "attempts", "dead_letters")
 _FETCH = 20_000
 _EPOCH_MS = "(extract(epoch from kafka_timestamp) * 1000)::bigint"
 
 
 class LedgerError(Exception):
     """The ledger is not there to read (no schema or table): nothing can be reconciled."""
-
-
-def schema_name(prefix: str) -> str:
-    """The PostgreSQL schema of a topic prefix: lower-cased, anything outside [a-z0-9_] becomes '_'."""
-    return re.sub(r"[^a-z0-9_]", "_", prefix.lower())
-
-
-def ddl(prefix: str) -> str:
-    text = resources.files("scheduler.audit").joinpath("ledger.sql").read_text()
-    return text.replace("{schema}", '"' + schema_name(prefix) + '"')
-
-
-def ensure_tables(conn: psycopg.Connection, prefix: str) -> None:
-    conn.execute(ddl(prefix))  # type: ignore[call-overload]  # trusted text from the package
-    conn.commit()
 
 
 def _plain(value: Any) -> Any:
@@ -71,7 +54,7 @@ class LedgerReader:
     def missing_tables(self) -> list[str]:
         found = {row[0] for row in self.conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (self.schema,))}
-        return [t for t in TABLES if t not in found]
+        return [t.name for t in TABLES if t.name not in found]
 
     def schedules(self, tenant: str) -> set[str]:
         return {row[0] for row in self._rows("SELECT DISTINCT schedule_id FROM {t} WHERE tenant = %s",

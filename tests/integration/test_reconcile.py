@@ -16,7 +16,7 @@ import pytest
 
 from engine_harness import REPO, SchedulerProcess, ensure_layout, rfc3339
 from ledger_sink import CODEC, insert, record_row, sink_topics
-from scheduler.audit.ledger_reader import ensure_tables, schema_name
+from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.engine.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
@@ -65,14 +65,14 @@ def write(conn: psycopg.Connection, schema: str, table: str, name: str, records:
 
 
 @pytest.fixture
-def ledger(audit_database_url):
+def ledger(audit_postgres):
     prefix = f"r{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(audit_database_url) as conn:
+    with psycopg.connect(audit_postgres) as conn:
         ensure_tables(conn, prefix)
         yield conn, prefix, schema_name(prefix)
 
 
-def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url, ledger):
+def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_postgres, ledger):
     conn, prefix, schema = ledger
     every_10m = make_spec("cron", "*/10 * * * *")
     write(conn, schema, "schedule_versions", "ScheduleState",
@@ -83,7 +83,7 @@ def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url
     fires = [dispatch("s", 1, T0 + k * 10 * M) for k in (1, 2, 3)]
     write(conn, schema, "dispatches", "Occurrence", fires + fires[:1], f"{prefix}.occurrences.{TENANT}.normal")
 
-    done = reconcile(audit_database_url, prefix, *window(T0, T0 + 60 * M), "--json")
+    done = reconcile(audit_postgres, prefix, *window(T0, T0 + 60 * M), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
     assert doc["ok"] and doc["expected"] == 3 and doc["classifications"]["ENQUEUED"] == 3
@@ -96,17 +96,17 @@ def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url
     write(conn, schema, "dispatches", "Occurrence", [dispatch("s", 2, T0 + 40 * M)],
           f"{prefix}.occurrences.{TENANT}.high")
     conn.commit()
-    failed = reconcile(audit_database_url, prefix, *window(T0, T0 + 60 * M))
+    failed = reconcile(audit_postgres, prefix, *window(T0, T0 + 60 * M))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"ABSENT {fires[1]['occurrence_id']}" in failed.stdout
     assert f"UNEXPECTED {occurrence_id('s', 2, to_datetime(T0 + 40 * M))}" in failed.stdout
 
     bad = {
-        "instant": reconcile(audit_database_url, prefix, "--tenant", TENANT, "--from", "monday", "--to", rfc3339(T0)),
-        "order": reconcile(audit_database_url, prefix, *window(T0, T0)),
-        "tenant": reconcile(audit_database_url, prefix, *window(T0, T0 + M)[2:], "--tenant", "nobody"),
-        "schedule": reconcile(audit_database_url, prefix, *window(T0, T0 + M), "--schedule", "nope"),
-        "no tables": reconcile(audit_database_url, "elsewhere", *window(T0, T0 + M)),
+        "instant": reconcile(audit_postgres, prefix, "--tenant", TENANT, "--from", "monday", "--to", rfc3339(T0)),
+        "order": reconcile(audit_postgres, prefix, *window(T0, T0)),
+        "tenant": reconcile(audit_postgres, prefix, *window(T0, T0 + M)[2:], "--tenant", "nobody"),
+        "schedule": reconcile(audit_postgres, prefix, *window(T0, T0 + M), "--schedule", "nope"),
+        "no tables": reconcile(audit_postgres, "elsewhere", *window(T0, T0 + M)),
         "unset": reconcile(None, prefix, *window(T0, T0 + M)),
         "unreachable": reconcile("postgresql://postgres@127.0.0.1:1/postgres", prefix, *window(T0, T0 + M)),
     }
@@ -120,7 +120,7 @@ def every(period_s: int, **fields) -> dict:
 
 
 def test_a_real_run_reconciles_clean_and_a_removed_delivery_is_named(kafka_bootstrap, unique_prefix, tmp_path,
-                                                                     audit_database_url):
+                                                                     audit_postgres):
     ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
     start_ms = int(time.time() * 1000)
     scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "5")).start()
@@ -152,12 +152,12 @@ def test_a_real_run_reconciles_clean_and_a_removed_delivery_is_named(kafka_boots
         time.sleep(3)
         to_ms = int(time.time() * 1000) - 3000
         time.sleep(3)  # everything due before to_ms is dispatched (on time) or recorded by now
-        with psycopg.connect(audit_database_url) as conn:
+        with psycopg.connect(audit_postgres) as conn:
             schema = schema_name(unique_prefix)
             ensure_tables(conn, unique_prefix)
             counts = sink_topics(kafka_bootstrap, unique_prefix, [TENANT], conn, schema)
             assert counts["dispatches"] and counts["attempts"] and counts["dead_letters"], counts
-            done = reconcile(audit_database_url, unique_prefix, *window(start_ms, to_ms), "--json", "--all")
+            done = reconcile(audit_postgres, unique_prefix, *window(start_ms, to_ms), "--json", "--all")
             assert done.returncode == 0, done.stdout[-6000:] + done.stderr + scheduler.log_tail()
             doc = json.loads(done.stdout)
             seen = doc["classifications"]
@@ -172,7 +172,7 @@ def test_a_real_run_reconciles_clean_and_a_removed_delivery_is_named(kafka_boots
             victim = next(o for o in doc["occurrences"] if o["schedule_id"] == "rate" and o["deliveries"])
             conn.execute(f'DELETE FROM "{schema}".dispatches WHERE occurrence_id = %s', (victim["occurrence_id"],))
             conn.commit()
-            failed = reconcile(audit_database_url, unique_prefix, *window(start_ms, to_ms))
+            failed = reconcile(audit_postgres, unique_prefix, *window(start_ms, to_ms))
             assert failed.returncode == 1, failed.stdout + failed.stderr
             absent = [line for line in failed.stdout.splitlines() if line.startswith("ABSENT ")]
             assert absent == [line for line in absent if victim["occurrence_id"] in line] and len(absent) == 1, \
