@@ -4,8 +4,8 @@ Run:  .venv/bin/python bench/reconcile.py [--occurrences 1000000] [--schedules 1
       [--database-url URL]   (default: $AUDIT_DATABASE_URL, else a throw-away local server)
 
 Synthetic ledger, shaped as the sink writes it (scheduler/audit/ledger.sql): `--schedules` rate
-schedules `every 1s` of one tenant, each with occurrences/schedules fires in the window; one schedule
-in ten was UPDATEd half-way (two versions, the second on a 2 s period). Every expected occurrence has
+schedules `every 1s` of one tenant over one window; one schedule in ten was UPDATEd half-way (two
+versions, the second on a 2 s period); at least `--occurrences` expected in all. Every expected occurrence has
 one dispatch row (plus 0.1 % duplicate deliveries) and a STARTED and a SUCCEEDED attempt row; one in a
 thousand also a MISSED event instead. Rows are loaded with COPY, then ANALYZEd.
 
@@ -21,6 +21,7 @@ median), network latency to a remote database.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -56,15 +57,16 @@ def _spec_json(period: int) -> str:
     return json.dumps({**spec, "payload": ""})
 
 
-def load(conn: psycopg.Connection, occurrences: int, schedules: int) -> tuple[int, int, int]:
-    """Writes the synthetic ledger; returns (from_ms, to_ms, expected occurrences)."""
+def load(conn: psycopg.Connection, occurrences: int, schedules: int) -> tuple[int, int, int, dict[str, int]]:
+    """Writes the synthetic ledger; returns (from_ms, to_ms, expected occurrences, rows per table)."""
     schema = schema_name(PREFIX)
     conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     ensure_tables(conn, PREFIX)
-    per = occurrences // schedules
+    per = math.ceil(occurrences * 40 / (39 * schedules))  # the updated tenth fires 3/4 as often
     to_ms = T0 + per * S
     topic = f"{PREFIX}.occurrences.{TENANT}.normal"
     offset = expected = 0
+    written = {"dispatches": 0, "attempts": 0, "occurrence_events": 0}
     with conn.cursor() as cur:
         with cur.copy(f'COPY "{schema}".schedule_versions (schedule_id, tenant, version, state, spec, '
                       "fired_count, pending, created_at_ms, updated_at_ms) FROM STDIN") as copy:
@@ -109,23 +111,26 @@ def load(conn: psycopg.Connection, occurrences: int, schedules: int) -> tuple[in
                     copy.write_row((topic, i % 8, offset, to_datetime(at + 3 + i % 17), oid, sid, TENANT, version,
                                     at, at, "NORMAL", 1, False))
                     offset += 1
+                    written["dispatches"] += 1
         with cur.copy(attempt_sql) as copy:
             for i, (oid, sid, version, at) in enumerate(fires):
                 if i % 1000 != 999:
                     for kind, lag in (("STARTED", 10), ("SUCCEEDED", 20)):
                         copy.write_row((f"{PREFIX}.attempts", i % 8, 2 * i + (kind == "SUCCEEDED"), oid, sid, TENANT,
                                         version, at, 1, kind, at + lag))
+                        written["attempts"] += 1
         with cur.copy(event_sql) as copy:
             for i, (oid, sid, version, at) in enumerate(fires):
                 if i % 1000 == 999:
                     copy.write_row((f"{PREFIX}.occurrence-events", 0, i, oid, sid, TENANT, version, at, "MISSED",
                                     "bench", 1, at + 400_000))
+                    written["occurrence_events"] += 1
         expected = len(fires)
     conn.commit()
     for table in ("schedule_versions", "command_results", "dispatches", "attempts", "occurrence_events"):
         conn.execute(f'ANALYZE "{schema}".{table}')
     conn.commit()
-    return T0, to_ms, expected
+    return T0, to_ms, expected, written
 
 
 def _cli(url: str, from_ms: int, to_ms: int) -> float:
@@ -172,7 +177,7 @@ def main() -> None:
     try:
         with psycopg.connect(url) as conn:
             began = time.perf_counter()
-            from_ms, to_ms, expected = load(conn, args.occurrences, args.schedules)
+            from_ms, to_ms, expected, written = load(conn, args.occurrences, args.schedules)
             load_s = time.perf_counter() - began
         print(f"loaded {expected:,} expected occurrences in {load_s:.1f} s", file=sys.stderr)
         cli = [_cli(url, from_ms, to_ms) for _ in range(args.rounds + 1)]
@@ -185,9 +190,9 @@ def main() -> None:
             ("  reading the ledger (LedgerReader.read)", med(p[0] for p in phases)),
             ("  expected set (expected_occurrences)", med(p[1] for p in phases)),
             ("  classification (reconcile minus the expected set)", med(p[2] for p in phases))]
-    print(f"\n{expected:,} expected occurrences, {args.schedules} schedules; dispatch rows "
-          f"{expected * 1001 // 1000:,}, attempt rows {2 * expected * 999 // 1000:,}; medians of {args.rounds} rounds "
-          f"(first CLI round, cold: {cli[0]:.1f} s)\n")
+    rows_text = ", ".join(f"{table} {n:,}" for table, n in written.items())
+    print(f"\n{expected:,} expected occurrences, {args.schedules} schedules; rows: {rows_text}; "
+          f"medians of {args.rounds} rounds (first CLI round, cold: {cli[0]:.1f} s)\n")
     print("| phase | seconds | per million occurrences |")
     print("|---|---|---|")
     for name, seconds in rows:

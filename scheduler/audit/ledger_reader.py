@@ -80,7 +80,8 @@ class LedgerReader:
                        created or 0, updated or 0)
             for sid, t, version, state, spec, fired, next_fire, pending, created, updated in self._rows(
                 "SELECT schedule_id, tenant, version, state, spec, fired_count, next_fire_ms, pending, created_at_ms, "
-                f"updated_at_ms FROM {{t}} WHERE tenant = %s {only}", "schedule_versions", (tenant, schedule, schedule))]
+                f"updated_at_ms FROM {{t}} WHERE tenant = %s {only}", "schedule_versions",
+                (tenant, schedule, schedule))]
         ledger.results = [
             ResultRow(sid, kind, version, at, tuple(_json(fires, [])))
             for sid, kind, version, at, fires in self._rows(

@@ -205,7 +205,8 @@ def reconcile(ledger: Ledger, from_ms: int, to_ms: int) -> Report:
     for oid, sent in sorted(index.dispatches.items(), key=lambda kv: (kv[1][0].schedule_id, kv[1][0].scheduled_for_ms)):
         if oid not in known:
             first = sent[0]
-            unexpected.append(Unexpected(oid, first.schedule_id, first.schedule_version, first.scheduled_for_ms, len(sent)))
+            unexpected.append(Unexpected(oid, first.schedule_id, first.schedule_version, first.scheduled_for_ms,
+                                         len(sent)))
     per_attempt = Counter((d.occurrence_id, d.attempt) for d in dispatches)
     duplicates = sorted((oid, attempt, n) for (oid, attempt), n in per_attempt.items() if n > 1)
     lag, catch_up_lag = _lags(dispatches)

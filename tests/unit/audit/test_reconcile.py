@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -264,9 +265,9 @@ def test_end_at_and_start_at_bound_the_fires():
     assert [e.scheduled_for_ms for e in expected] == [T0 + 2 * H, T0 + 3 * H, T0 + 4 * H]
 
 
-def ny(local: str) -> int:
-    """A New York wall time as given, in epoch ms (UTC instants are checked by hand below)."""
-    return to_ms(datetime.fromisoformat(local))
+def instant(text: str) -> int:
+    """An ISO instant in epoch ms; the expected UTC instants below are worked out by hand."""
+    return to_ms(datetime.fromisoformat(text))
 
 
 @pytest.mark.parametrize("gap, fires", [
@@ -275,10 +276,11 @@ def ny(local: str) -> int:
 ])
 def test_spring_forward_gap_follows_dst_gap(gap, fires):
     spec = cron("30 2 * * *", "America/New_York", dst_gap=gap)
-    created = ny("2026-03-06T12:00:00+00:00")
+    created = instant("2026-03-06T12:00:00+00:00")
     expected, _, _ = expected_occurrences([VersionRow("s", "acme", 1, "ACTIVE", spec, 0)],
-                                          [ResultRow("s", "CREATE", 1, created)], created, ny("2026-03-10T00:00:00+00:00"))
-    assert [e.scheduled_for_ms for e in expected] == [ny(f) for f in fires]
+                                          [ResultRow("s", "CREATE", 1, created)], created,
+                                          instant("2026-03-10T00:00:00+00:00"))
+    assert [e.scheduled_for_ms for e in expected] == [instant(f) for f in fires]
 
 
 @pytest.mark.parametrize("overlap, fires", [
@@ -288,13 +290,13 @@ def test_spring_forward_gap_follows_dst_gap(gap, fires):
 ])
 def test_fall_back_overlap_follows_dst_overlap_and_both_fires_are_distinct_occurrences(overlap, fires):
     spec = cron("30 1 * * *", "America/New_York", dst_overlap=overlap)
-    created = ny("2026-10-31T12:00:00+00:00")
+    created = instant("2026-10-31T12:00:00+00:00")
     versions = [VersionRow("s", "acme", 1, "ACTIVE", spec, 0)]
     results = [ResultRow("s", "CREATE", 1, created)]
-    window = (ny("2026-11-01T00:00:00+00:00"), ny("2026-11-02T00:00:00+00:00"))
+    window = (instant("2026-11-01T00:00:00+00:00"), instant("2026-11-02T00:00:00+00:00"))
     expected, _, _ = expected_occurrences(versions, results, *window)
-    assert [e.scheduled_for_ms for e in expected] == [ny(f) for f in fires]
-    dispatched = [sent(1, ny(f)) for f in fires]
+    assert [e.scheduled_for_ms for e in expected] == [instant(f) for f in fires]
+    dispatched = [sent(1, instant(f)) for f in fires]
     report = reconcile(Ledger(versions, results, dispatched[:1]), *window)
     assert len(report.absent()) == len(fires) - 1  # with BOTH, the second one is its own expected occurrence
 
@@ -305,8 +307,7 @@ def test_lord_howe_half_hour_shift_and_a_day_that_never_existed():
     created = to_ms(datetime(2011, 12, 27, tzinfo=timezone.utc))
     expected, _, _ = expected_occurrences([VersionRow("s", "acme", 1, "ACTIVE", spec, 0)],
                                           [ResultRow("s", "CREATE", 1, created)], created, created + 6 * 24 * H)
-    local_days = [to_datetime(e.scheduled_for_ms).astimezone(__import__("zoneinfo").ZoneInfo("Pacific/Apia")).day
-                  for e in expected]
+    local_days = [to_datetime(e.scheduled_for_ms).astimezone(ZoneInfo("Pacific/Apia")).day for e in expected]
     assert 30 not in local_days and 29 in local_days and 31 in local_days
     lord_howe = cron("0 2 * * *", "Australia/Lord_Howe", dst_gap="SHIFT")  # 02:00 -> 02:30 on 2026-10-04
     start = to_ms(datetime(2026, 10, 3, tzinfo=timezone.utc))
@@ -348,7 +349,8 @@ def test_trigger_and_backfill_results_are_expected_occurrences():
                ResultRow("s", "BACKFILL", 1, T0 + 20 * M, tuple(bf))]
     expected, _, _ = expected_occurrences(versions, results, T0 - 3 * H, T0 + 30 * M)
     assert {(e.origin, e.scheduled_for_ms) for e in expected} == {(TRIGGER, trig), (BACKFILL, bf[0]), (BACKFILL, bf[1])}
-    report = reconcile(Ledger(versions, results, [sent(1, trig), sent(1, bf[0], catch_up=True)]), T0 - 3 * H, T0 + 30 * M)
+    dispatched = [sent(1, trig), sent(1, bf[0], catch_up=True)]
+    report = reconcile(Ledger(versions, results, dispatched), T0 - 3 * H, T0 + 30 * M)
     assert [c.expected.occurrence_id for c in report.absent()] == [oid(1, bf[1])]
 
 
