@@ -2,7 +2,7 @@
 
 Only what reconciliation needs is read: every version and ACCEPTED result of the tenant's schedules
 (few rows, and the expected set needs each version's whole life), and the occurrence rows whose
-scheduled_for lies in the range. Large tables are streamed through a server-side cursor.
+scheduled_for lies in the range; attempt steps arrive aggregated per occurrence (GROUP BY in PostgreSQL).
 """
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from scheduler.audit.ledger import (AttemptRow, DeadLetterRow, DispatchRow, EventRow, Ledger, ResultRow,
-                                    VersionRow)
+from scheduler.audit.ledger import (FAILED_STEP, FINAL_STEPS, LIVE_STEPS, AttemptSummary, DeadLetterRow,
+                                    DispatchRow, EventRow, Ledger, ResultRow, VersionRow)
 from scheduler.audit.tables import TABLES, schema_name
 from scheduler.schemas import PRIMITIVES
 from scheduler.topology import Topology
@@ -62,10 +62,10 @@ class LedgerReader:
 
     def _rows(self, query: str, table: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
         statement = sql.SQL(query).format(t=sql.Identifier(self.schema, table))
-        with self.conn.cursor(name=f"ledger_{table}") as cursor:
-            cursor.itersize = _FETCH
+        with self.conn.cursor(binary=True) as cursor:
             cursor.execute(statement, params)
-            yield from cursor
+            while batch := cursor.fetchmany(_FETCH):
+                yield from batch
 
     def read(self, tenant: str, from_ms: int, to_ms: int, schedule: str | None = None) -> Ledger:
         missing = self.missing_tables()
@@ -102,10 +102,13 @@ class LedgerReader:
                 "OR (range_last_ms >= %s AND range_first_ms < %s)) " + only, "occurrence_events",
                 (tenant, from_ms, to_ms, from_ms, to_ms, schedule, schedule))]
         ledger.attempts = [
-            AttemptRow(oid, attempt, kind, at)
-            for oid, attempt, kind, at in self._rows(
-                "SELECT occurrence_id, attempt, kind, at_ms FROM {t} "
-                f"WHERE tenant = %s AND scheduled_for_ms >= %s AND scheduled_for_ms < %s {only}", "attempts", window)]
+            AttemptSummary(*row) for row in self._rows(
+                "SELECT occurrence_id, (array_agg(kind ORDER BY at_ms DESC) FILTER (WHERE kind = ANY(%s)))[1], "
+                "max(at_ms) FILTER (WHERE kind = ANY(%s)), count(*) FILTER (WHERE kind = %s), "
+                "max(attempt) FILTER (WHERE kind = %s), coalesce(bool_or(kind = ANY(%s)), false) FROM {t} "
+                f"WHERE tenant = %s AND scheduled_for_ms >= %s AND scheduled_for_ms < %s {only} "
+                "GROUP BY occurrence_id", "attempts",
+                (list(FINAL_STEPS), list(FINAL_STEPS), FAILED_STEP, FAILED_STEP, list(LIVE_STEPS), *window))]
         ledger.dead_letters = self._dead_letters(tenant, from_ms, to_ms, schedule)
         return ledger
 

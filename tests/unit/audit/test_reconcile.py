@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from scheduler.audit.expected import BACKFILL, PAUSED, SCHEDULE, TRIGGER, expected_occurrences
-from scheduler.audit.ledger import (AttemptRow, DeadLetterRow, DispatchRow, EventRow, Ledger, ResultRow,
-                                    VersionRow)
+from scheduler.audit.ledger import (AttemptRow, AttemptSummary, DeadLetterRow, DispatchRow, EventRow, Ledger,
+                                    ResultRow, VersionRow, summarize)
 from scheduler.audit.reconcile import CLASSIFICATIONS, lag_stats, reconcile
 from scheduler.audit.vocabulary import enum_symbols
 from scheduler.client import make_spec
@@ -55,7 +55,7 @@ def hourly_ledger() -> Ledger:
     """An hourly cron created at T0, every fire in [T0, T0+6h) dispatched and succeeded."""
     fires = [T0 + k * H for k in range(1, 6)]
     return Ledger([VersionRow("s", "acme", 1, "ACTIVE", cron("0 * * * *"), 5)], [ResultRow("s", "CREATE", 1, T0)],
-                  [sent(1, t) for t in fires], [], [ok(1, t) for t in fires])
+                  [sent(1, t) for t in fires], [], summarize(ok(1, t) for t in fires))
 
 
 def test_vocabulary_comes_from_the_schemas():
@@ -124,7 +124,7 @@ def test_attempt_outcomes_retry_failure_dead_running_stale():
     ]
     dispatches = [sent(1, t) for t in fires] + [sent(1, f[0], attempt=2), sent(1, f[1], attempt=2)]
     ledger = Ledger([VersionRow("s", "acme", 1, "ACTIVE", cron("0 * * * *"), 7)], [ResultRow("s", "CREATE", 1, T0)],
-                    dispatches, [], attempts, [DeadLetterRow(oid(1, f[3]), f[3] + 20)])
+                    dispatches, [], summarize(attempts), [DeadLetterRow(oid(1, f[3]), f[3] + 20)])
     report = reconcile(ledger, T0, T0 + 8 * H)
     assert [classes(report)[t] for t in fires] == ["SUCCEEDED", "RETRIED", "FAILED", "DEAD", "RUNNING",
                                                    "SKIPPED_STALE", "ENQUEUED"]
@@ -137,7 +137,8 @@ def test_a_rerun_after_dead_that_succeeds_is_succeeded():
     ledger = Ledger([VersionRow("s", "acme", 1, "ACTIVE", cron("0 * * * *"), 1)], [ResultRow("s", "CREATE", 1, T0),
                      ResultRow("s", "RERUN", 1, t + 5000, (t + 5000,))],
                     [sent(1, t), sent(1, t, attempt=4, available=t + 5000)], [],
-                    [AttemptRow(oid(1, t), 3, "FAILED", t + 50), AttemptRow(oid(1, t), 4, "SUCCEEDED", t + 6000)],
+                    summarize([AttemptRow(oid(1, t), 3, "FAILED", t + 50),
+                               AttemptRow(oid(1, t), 4, "SUCCEEDED", t + 6000)]),
                     [DeadLetterRow(oid(1, t), t + 60)])
     report = reconcile(ledger, T0, T0 + 90 * M)
     assert classes(report) == {t: "SUCCEEDED"}
@@ -400,3 +401,10 @@ def test_lag_percentiles_are_nearest_rank():
     stats = lag_stats(list(range(1, 101)))
     assert (stats.count, stats.p50_ms, stats.p99_ms, stats.max_ms) == (100, 50, 99, 100)
     assert lag_stats([]) is None and lag_stats([7]).p99_ms == 7
+
+
+def test_attempt_steps_are_summarized_per_occurrence():
+    steps = [AttemptRow("a", 1, "STARTED", 1), AttemptRow("a", 1, "FAILED", 2), AttemptRow("a", 2, "STARTED", 3),
+             AttemptRow("a", 2, "HEARTBEAT", 4), AttemptRow("a", 2, "SUCCEEDED", 5), AttemptRow("b", 1, "STARTED", 1)]
+    assert summarize(steps) == [AttemptSummary("a", "SUCCEEDED", 5, 1, 1, True),
+                                AttemptSummary("b", None, None, 0, None, True)]
