@@ -9,7 +9,7 @@ versions, the second on a 2 s period); at least `--occurrences` expected in all.
 one dispatch row (plus 0.1 % duplicate deliveries) and a STARTED and a SUCCEEDED attempt row; one in a
 thousand also a MISSED event instead. Rows are loaded with COPY, then ANALYZEd.
 
-Timed, `--rounds` times, medians reported:
+Timed, `--rounds` times (plus one cold CLI round first), medians of wall and CPU time reported:
 * the CLI end to end: `scheduler reconcile --tenant bench --from A --to B --json` as a child process
   (interpreter start, imports, reading every row over a local Unix socket, recomputing the expected
   set with the time core, classifying, rendering the JSON to /dev/null);
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -133,31 +134,36 @@ def load(conn: psycopg.Connection, occurrences: int, schedules: int) -> tuple[in
     return T0, to_ms, expected, written
 
 
-def _cli(url: str, from_ms: int, to_ms: int) -> float:
+def _cli(url: str, from_ms: int, to_ms: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child: user + system; PostgreSQL's own CPU is not in it)."""
     env = {**os.environ, "AUDIT_DATABASE_URL": url, "SCHEDULER_TOPIC_PREFIX": PREFIX}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "scheduler", "reconcile", "--tenant", TENANT, "--from",
                            _iso(from_ms), "--to", _iso(to_ms), "--json"], cwd=REPO, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"reconcile exited {done.returncode}: {done.stderr}")
-    return elapsed
+    return elapsed, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def _phases(url: str, from_ms: int, to_ms: int, expected: int) -> tuple[float, float, float]:
+def _phases(url: str, from_ms: int, to_ms: int, expected: int) -> list[tuple[float, float]]:
+    """(wall, CPU of this process) for reading, the expected set, and classification."""
+    clocks = (time.perf_counter, time.process_time)
     with psycopg.connect(url) as conn:
-        began = time.perf_counter()
+        began = [c() for c in clocks]
         ledger = LedgerReader(conn, PREFIX).read(TENANT, from_ms, to_ms)
-        read_s = time.perf_counter() - began
-    began = time.perf_counter()
+        read = [c() - b for c, b in zip(clocks, began)]
+    began = [c() for c in clocks]
     items, _, _ = expected_occurrences(ledger.versions, ledger.results, from_ms, to_ms)
-    expected_s = time.perf_counter() - began
-    began = time.perf_counter()
+    building = [c() - b for c, b in zip(clocks, began)]
+    began = [c() for c in clocks]
     report = reconcile(ledger, from_ms, to_ms)
-    total_s = time.perf_counter() - began
+    whole = [c() - b for c, b in zip(clocks, began)]
     assert len(items) == expected == len(report.occurrences) and report.ok, report.counts()
-    return read_s, expected_s, total_s - expected_s
+    return [tuple(read), tuple(building), (whole[0] - building[0], whole[1] - building[1])]
 
 
 def main() -> None:
@@ -180,23 +186,28 @@ def main() -> None:
             from_ms, to_ms, expected, written = load(conn, args.occurrences, args.schedules)
             load_s = time.perf_counter() - began
         print(f"loaded {expected:,} expected occurrences in {load_s:.1f} s", file=sys.stderr)
-        cli = [_cli(url, from_ms, to_ms) for _ in range(args.rounds + 1)]
+        cli = [_cli(url, from_ms, to_ms) for _ in range(args.rounds + 1 if args.rounds > 1 else 1)]
         phases = [_phases(url, from_ms, to_ms, expected) for _ in range(args.rounds)]
     finally:
         if server is not None:
             server.destroy()
     med = statistics.median
-    rows = [("CLI end to end (child process, --json)", med(cli[1:])),
-            ("  reading the ledger (LedgerReader.read)", med(p[0] for p in phases)),
-            ("  expected set (expected_occurrences)", med(p[1] for p in phases)),
-            ("  classification (reconcile minus the expected set)", med(p[2] for p in phases))]
+    warm = cli[1:] or cli
+    rows = [("CLI end to end (child process, --json)", med(w for w, _ in warm), med(c for _, c in warm)),
+            *((name, med(p[i][0] for p in phases), med(p[i][1] for p in phases)) for i, name in enumerate((
+                "  reading the ledger (LedgerReader.read)", "  expected set (expected_occurrences)",
+                "  classification (reconcile minus the expected set)")))]
     rows_text = ", ".join(f"{table} {n:,}" for table, n in written.items())
-    print(f"\n{expected:,} expected occurrences, {args.schedules} schedules; rows: {rows_text}; "
-          f"medians of {args.rounds} rounds (first CLI round, cold: {cli[0]:.1f} s)\n")
-    print("| phase | seconds | per million occurrences |")
-    print("|---|---|---|")
-    for name, seconds in rows:
-        print(f"| {name} | {seconds:.1f} | {seconds * 1_000_000 / expected:.1f} |")
+    lines = [f"# reconcile: {expected:,} expected occurrences", "",
+             f"{expected:,} expected occurrences, {args.schedules} schedules; rows: {rows_text}; "
+             f"medians of {args.rounds} rounds (first CLI round, cold: {cli[0][0]:.1f} s); load average "
+             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end: wall time is inflated by other "
+             "work on the machine, CPU time much less so", "",
+             "| phase | wall s | CPU s | CPU s per million occurrences |", "|---|---|---|---|"]
+    lines += [f"| {name} | {wall:.1f} | {cpu:.1f} | {cpu * 1_000_000 / expected:.1f} |" for name, wall, cpu in rows]
+    report = REPO / "bench" / "results" / f"reconcile-{args.occurrences}.md"
+    report.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines) + f"\n\n(written to {report.relative_to(REPO)})")
 
 
 if __name__ == "__main__":

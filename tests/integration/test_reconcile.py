@@ -107,6 +107,9 @@ def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_postgres, le
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"ABSENT {fires[1]['occurrence_id']}" in failed.stdout
     assert f"UNEXPECTED {occurrence_id('s', 2, to_datetime(T0 + 40 * M))}" in failed.stdout
+    only = reconcile(audit_postgres, prefix, *window(T0, T0 + 60 * M), "--schedule", "s", "--json")
+    assert only.returncode == 1 and [a["occurrence_id"] for a in json.loads(only.stdout)["absent"]] == [
+        fires[1]["occurrence_id"]]
 
     bad = {
         "instant": reconcile(audit_postgres, prefix, "--tenant", TENANT, "--from", "monday", "--to", rfc3339(T0)),
