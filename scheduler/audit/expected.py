@@ -115,9 +115,10 @@ def _fires(row: VersionRow, cursor_ms: int, upper_ms: int, from_ms: int, fired_b
     window = timedelta(milliseconds=row.spec.get("flexible_window_ms") or 0)
     sid, version = row.schedule_id, row.version
     for fire in fires_between(spec, to_datetime(start_ms), to_datetime(upper_ms), None, fired_before):
-        oid = occurrence_id(sid, version, fire.scheduled_for)
-        yield Expected(oid, sid, version, to_ms(fire.scheduled_for), to_ms(available_at(oid, fire.scheduled_for, window)),
-                       origin)
+        at = fire.scheduled_for
+        oid = occurrence_id(sid, version, at)
+        at_ms = to_ms(at)
+        yield Expected(oid, sid, version, at_ms, to_ms(available_at(oid, at, window)) if window else at_ms, origin)
 
 
 def _span_occurrences(span: VersionSpan, rows: dict[int, VersionRow], from_ms: int, to_ms_: int) -> Iterator[Expected]:

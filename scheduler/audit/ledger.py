@@ -6,6 +6,8 @@ tests build them by hand.
 """
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +79,38 @@ class AttemptRow:
     at_ms: int
 
 
+FINAL_STEPS = ("SUCCEEDED", "SKIPPED_STALE")
+LIVE_STEPS = ("STARTED", "HEARTBEAT")
+FAILED_STEP = "FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSummary:
+    """All the attempt steps of one occurrence, as reconciliation needs them (the reader has PostgreSQL
+    aggregate them: a million occurrences have several million steps)."""
+
+    occurrence_id: str
+    final_kind: str | None  # the latest SUCCEEDED / SKIPPED_STALE step, by at_ms
+    final_at_ms: int | None
+    failed: int  # FAILED steps
+    max_failed_attempt: int | None
+    started: bool  # some STARTED or HEARTBEAT
+
+
+def summarize(rows: Iterable[AttemptRow]) -> list[AttemptSummary]:
+    """What the reader's GROUP BY computes, in Python."""
+    steps: dict[str, list[AttemptRow]] = defaultdict(list)
+    for row in rows:
+        steps[row.occurrence_id].append(row)
+    out = []
+    for oid, found in steps.items():
+        finals = sorted((r.at_ms, r.kind) for r in found if r.kind in FINAL_STEPS)
+        failed = [r.attempt for r in found if r.kind == FAILED_STEP]
+        out.append(AttemptSummary(oid, finals[-1][1] if finals else None, finals[-1][0] if finals else None,
+                                  len(failed), max(failed, default=None), any(r.kind in LIVE_STEPS for r in found)))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class DeadLetterRow:
     occurrence_id: str
@@ -91,5 +125,5 @@ class Ledger:
     results: list[ResultRow] = field(default_factory=list)
     dispatches: list[DispatchRow] = field(default_factory=list)
     events: list[EventRow] = field(default_factory=list)
-    attempts: list[AttemptRow] = field(default_factory=list)
+    attempts: list[AttemptSummary] = field(default_factory=list)
     dead_letters: list[DeadLetterRow] = field(default_factory=list)

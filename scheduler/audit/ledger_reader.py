@@ -2,46 +2,29 @@
 
 Only what reconciliation needs is read: every version and ACCEPTED result of the tenant's schedules
 (few rows, and the expected set needs each version's whole life), and the occurrence rows whose
-scheduled_for lies in the range. Large tables are streamed through a server-side cursor.
+scheduled_for lies in the range; attempt steps arrive aggregated per occurrence (GROUP BY in PostgreSQL).
 """
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
-from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from scheduler.audit.ledger import (AttemptRow, DeadLetterRow, DispatchRow, EventRow, Ledger, ResultRow,
-                                    VersionRow)
+from scheduler.audit.ledger import (FAILED_STEP, FINAL_STEPS, LIVE_STEPS, AttemptSummary, DeadLetterRow,
+                                    DispatchRow, EventRow, Ledger, ResultRow, VersionRow)
+from scheduler.audit.tables import TABLES, schema_name
 from scheduler.schemas import PRIMITIVES
 from scheduler.topology import Topology
 
-TABLES = ("schedule_versions", "command_results", "dispatches", "occurrence_events", "attempts", "dead_letters")
 _FETCH = 20_000
 _EPOCH_MS = "(extract(epoch from kafka_timestamp) * 1000)::bigint"
 
 
 class LedgerError(Exception):
     """The ledger is not there to read (no schema or table): nothing can be reconciled."""
-
-
-def schema_name(prefix: str) -> str:
-    """The PostgreSQL schema of a topic prefix: lower-cased, anything outside [a-z0-9_] becomes '_'."""
-    return re.sub(r"[^a-z0-9_]", "_", prefix.lower())
-
-
-def ddl(prefix: str) -> str:
-    text = resources.files("scheduler.audit").joinpath("ledger.sql").read_text()
-    return text.replace("{schema}", '"' + schema_name(prefix) + '"')
-
-
-def ensure_tables(conn: psycopg.Connection, prefix: str) -> None:
-    conn.execute(ddl(prefix))  # type: ignore[call-overload]  # trusted text from the package
-    conn.commit()
 
 
 def _plain(value: Any) -> Any:
@@ -71,7 +54,7 @@ class LedgerReader:
     def missing_tables(self) -> list[str]:
         found = {row[0] for row in self.conn.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (self.schema,))}
-        return [t for t in TABLES if t not in found]
+        return [t.name for t in TABLES if t.name not in found]
 
     def schedules(self, tenant: str) -> set[str]:
         return {row[0] for row in self._rows("SELECT DISTINCT schedule_id FROM {t} WHERE tenant = %s",
@@ -79,10 +62,10 @@ class LedgerReader:
 
     def _rows(self, query: str, table: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
         statement = sql.SQL(query).format(t=sql.Identifier(self.schema, table))
-        with self.conn.cursor(name=f"ledger_{table}") as cursor:
-            cursor.itersize = _FETCH
+        with self.conn.cursor(binary=True) as cursor:
             cursor.execute(statement, params)
-            yield from cursor
+            while batch := cursor.fetchmany(_FETCH):
+                yield from batch
 
     def read(self, tenant: str, from_ms: int, to_ms: int, schedule: str | None = None) -> Ledger:
         missing = self.missing_tables()
@@ -97,7 +80,8 @@ class LedgerReader:
                        created or 0, updated or 0)
             for sid, t, version, state, spec, fired, next_fire, pending, created, updated in self._rows(
                 "SELECT schedule_id, tenant, version, state, spec, fired_count, next_fire_ms, pending, created_at_ms, "
-                f"updated_at_ms FROM {{t}} WHERE tenant = %s {only}", "schedule_versions", (tenant, schedule, schedule))]
+                f"updated_at_ms FROM {{t}} WHERE tenant = %s {only}", "schedule_versions",
+                (tenant, schedule, schedule))]
         ledger.results = [
             ResultRow(sid, kind, version, at, tuple(_json(fires, [])))
             for sid, kind, version, at, fires in self._rows(
@@ -118,10 +102,13 @@ class LedgerReader:
                 "OR (range_last_ms >= %s AND range_first_ms < %s)) " + only, "occurrence_events",
                 (tenant, from_ms, to_ms, from_ms, to_ms, schedule, schedule))]
         ledger.attempts = [
-            AttemptRow(oid, attempt, kind, at)
-            for oid, attempt, kind, at in self._rows(
-                "SELECT occurrence_id, attempt, kind, at_ms FROM {t} "
-                f"WHERE tenant = %s AND scheduled_for_ms >= %s AND scheduled_for_ms < %s {only}", "attempts", window)]
+            AttemptSummary(*row) for row in self._rows(
+                "SELECT occurrence_id, (array_agg(kind ORDER BY at_ms DESC) FILTER (WHERE kind = ANY(%s)))[1], "
+                "max(at_ms) FILTER (WHERE kind = ANY(%s)), count(*) FILTER (WHERE kind = %s), "
+                "max(attempt) FILTER (WHERE kind = %s), coalesce(bool_or(kind = ANY(%s)), false) FROM {t} "
+                f"WHERE tenant = %s AND scheduled_for_ms >= %s AND scheduled_for_ms < %s {only} "
+                "GROUP BY occurrence_id", "attempts",
+                (list(FINAL_STEPS), list(FINAL_STEPS), FAILED_STEP, FAILED_STEP, list(LIVE_STEPS), *window))]
         ledger.dead_letters = self._dead_letters(tenant, from_ms, to_ms, schedule)
         return ledger
 

@@ -24,19 +24,19 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from scheduler.audit.expected import PAUSED, Expected, VersionSpan, expected_occurrences
-from scheduler.audit.ledger import DispatchRow, EventRow, Ledger
+from scheduler.audit.ledger import FAILED_STEP, FINAL_STEPS, LIVE_STEPS, AttemptSummary, DispatchRow, EventRow, Ledger
 from scheduler.audit.vocabulary import attempt_kinds, occurrence_event_kinds
 from scheduler.engine.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
 
 EVENT_KINDS = occurrence_event_kinds()
-SUCCEEDED, FAILED, SKIPPED_STALE, STARTED, HEARTBEAT = "SUCCEEDED", "FAILED", "SKIPPED_STALE", "STARTED", "HEARTBEAT"
-assert {SUCCEEDED, FAILED, SKIPPED_STALE, STARTED, HEARTBEAT} <= set(attempt_kinds()), "AttemptKind changed"
+SUCCEEDED, SKIPPED_STALE = FINAL_STEPS
+FAILED = FAILED_STEP
+assert {*FINAL_STEPS, *LIVE_STEPS, FAILED_STEP} <= set(attempt_kinds()), "AttemptKind changed"
 SKIPPED_PAUSED = "SKIPPED_PAUSED"
 assert SKIPPED_PAUSED in EVENT_KINDS, "OccurrenceEventKind changed"
 DEAD, RETRIED, RUNNING, ENQUEUED, ABSENT = "DEAD", "RETRIED", "RUNNING", "ENQUEUED", "ABSENT"
 CLASSIFICATIONS = (SUCCEEDED, DEAD, SKIPPED_STALE, RETRIED, FAILED, RUNNING, ENQUEUED, *EVENT_KINDS, ABSENT)
-FINAL_ATTEMPTS = (SUCCEEDED, SKIPPED_STALE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +119,7 @@ class _Index:
                     self.paused_at[(e.schedule_id, e.scheduled_for_ms)] = e
             elif e.range_first_ms is not None and e.range_last_ms is not None:
                 self.ranges[e.schedule_id].append(e)
-        self.attempts: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-        for a in ledger.attempts:
-            self.attempts[a.occurrence_id].append((a.at_ms, a.attempt, a.kind))
+        self.attempts: dict[str, AttemptSummary] = {a.occurrence_id: a for a in ledger.attempts}
         self.dead: dict[str, int] = {}
         for dl in ledger.dead_letters:
             self.dead[dl.occurrence_id] = max(dl.dead_at_ms, self.dead.get(dl.occurrence_id, dl.dead_at_ms))
@@ -142,20 +140,18 @@ def _classify(item: Expected, index: _Index) -> tuple[str, int]:
     sent = index.dispatches.get(oid, ())
     if not sent:  # a worker's or dead letter's word is no proof of a dispatch the ledger lacks
         return latest_event or index.range_kind(item) or ABSENT, 0
-    steps = sorted(index.attempts.get(oid, ()))
-    failed = [attempt for _, attempt, kind in steps if kind == FAILED]
-    finals = [(at, kind) for at, _, kind in steps if kind in FINAL_ATTEMPTS]
+    steps = index.attempts.get(oid)
+    failed = steps.failed if steps is not None else 0
+    finals = [(steps.final_at_ms, steps.final_kind)] if steps is not None and steps.final_kind is not None else []
     if oid in index.dead:
         finals.append((index.dead[oid], DEAD))
     if finals:
-        return max(finals)[1], len(failed)
+        return max(finals)[1], failed
     if latest_event:
-        return latest_event, len(failed)
-    if failed:
-        return (RETRIED if any(d.attempt > max(failed) for d in sent) else FAILED), len(failed)
-    if any(kind in (STARTED, HEARTBEAT) for _, _, kind in steps):
-        return RUNNING, 0
-    return ENQUEUED, 0
+        return latest_event, failed
+    if steps is not None and steps.max_failed_attempt is not None:
+        return (RETRIED if any(d.attempt > steps.max_failed_attempt for d in sent) else FAILED), failed
+    return (RUNNING if steps is not None and steps.started else ENQUEUED), 0
 
 
 def _with_recorded_id(item: Expected, index: _Index) -> Expected:
@@ -177,11 +173,15 @@ def _lags(dispatches: list[DispatchRow]) -> tuple[dict[str, LagStats], dict[str,
             {t: s for t, v in catch_up.items() if (s := lag_stats(v))})
 
 
-def _id_mismatches(dispatches: list[DispatchRow]) -> list[DispatchRow]:
+def _id_mismatches(dispatches: list[DispatchRow], expected: dict[str, Expected]) -> list[DispatchRow]:
+    """An expected id was computed from the same (schedule, version, instant): only the others need the recipe."""
     checked: dict[tuple[str, int, int], str] = {}
     wrong = []
     for d in dispatches:
         key = (d.schedule_id, d.schedule_version, d.scheduled_for_ms)
+        known = expected.get(d.occurrence_id)
+        if known is not None and (known.schedule_id, known.schedule_version, known.scheduled_for_ms) == key:
+            continue
         if key not in checked:
             checked[key] = occurrence_id(d.schedule_id, d.schedule_version, to_datetime(d.scheduled_for_ms))
         if checked[key] != d.occurrence_id:
@@ -200,14 +200,16 @@ def reconcile(ledger: Ledger, from_ms: int, to_ms: int) -> Report:
         item = _with_recorded_id(item, index)
         classification, failed = _classify(item, index)
         occurrences.append(Classified(item, classification, len(index.dispatches.get(item.occurrence_id, ())), failed))
-    known = {c.expected.occurrence_id for c in occurrences if c.expected.origin != PAUSED}
+    recomputed = {c.expected.occurrence_id: c.expected for c in occurrences}
+    known = {oid for oid, e in recomputed.items() if e.origin != PAUSED}
     unexpected = []
     for oid, sent in sorted(index.dispatches.items(), key=lambda kv: (kv[1][0].schedule_id, kv[1][0].scheduled_for_ms)):
         if oid not in known:
             first = sent[0]
-            unexpected.append(Unexpected(oid, first.schedule_id, first.schedule_version, first.scheduled_for_ms, len(sent)))
+            unexpected.append(Unexpected(oid, first.schedule_id, first.schedule_version, first.scheduled_for_ms,
+                                         len(sent)))
     per_attempt = Counter((d.occurrence_id, d.attempt) for d in dispatches)
     duplicates = sorted((oid, attempt, n) for (oid, attempt), n in per_attempt.items() if n > 1)
     lag, catch_up_lag = _lags(dispatches)
     return Report(occurrences, unexpected, spans, Counter(len(v) for v in index.dispatches.values()), duplicates,
-                  _id_mismatches(dispatches), lag, catch_up_lag, warnings)
+                  _id_mismatches(dispatches, recomputed), lag, catch_up_lag, warnings)

@@ -77,28 +77,35 @@ def audited_topics(prefix: str, tenants: list[str]) -> dict[str, str]:
 
 
 def sink_topics(bootstrap: str, prefix: str, tenants: list[str], conn: psycopg.Connection, schema: str,
-                idle_s: float = 3.0) -> dict[str, int]:
-    """Reads every audited topic from the start (read_committed) until idle, and writes the rows; returns
-    rows per table."""
+                idle_s: float = 3.0, timeout_s: float = 120.0) -> dict[str, int]:
+    """Reads every audited topic from the start (read_committed) past its end as of now, and writes the
+    rows; returns rows per table."""
     topics = audited_topics(prefix, tenants)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"sink-{uuid.uuid4()}",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "auto.offset.reset": "earliest"})
     metadata = consumer.list_topics(timeout=10).topics
-    consumer.assign([TopicPartition(t, p, 0) for t in topics if t in metadata for p in metadata[t].partitions])
+    partitions = [TopicPartition(t, p, 0) for t in topics if t in metadata for p in metadata[t].partitions]
+    ends = {(tp.topic, tp.partition): consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in partitions}
+    consumer.assign(partitions)
     rows: dict[str, list[dict[str, Any]]] = {table: [] for table in TABLE_OF.values()}
-    quiet_since = time.monotonic()
-    while time.monotonic() - quiet_since < idle_s:
-        batch = consumer.consume(5000, timeout=0.5)
-        for msg in batch:
-            if msg.error() or msg.value() is None:  # tombstones are dropped
+    deadline = time.monotonic() + timeout_s
+    behind_seen = None if any(ends.values()) else 0.0
+    # Done when nothing written before the start has come for a while: positions never reach the end
+    # offsets, which end with transaction markers a consumer does not see.
+    while behind_seen is None or time.monotonic() - behind_seen < idle_s:
+        assert time.monotonic() < deadline, "the audited topics were not read to their end in time"
+        for msg in consumer.consume(5000, timeout=0.5):
+            if msg.error():
+                continue
+            if msg.offset() < ends[(msg.topic(), msg.partition())]:
+                behind_seen = time.monotonic()
+            if msg.value() is None:  # tombstones are dropped
                 continue
             name = topics[msg.topic()]
             record = CODEC.decode(name, msg.value())
             rows[TABLE_OF[name]].append(record_row(record, msg.topic(), msg.partition(), msg.offset(),
                                                    msg.timestamp()[1]))
-        if batch:
-            quiet_since = time.monotonic()
     consumer.close()
     for table, found in rows.items():
         insert(conn, schema, table, found)

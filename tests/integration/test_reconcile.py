@@ -16,7 +16,7 @@ import pytest
 
 from engine_harness import REPO, SchedulerProcess, ensure_layout, rfc3339
 from ledger_sink import CODEC, insert, record_row, sink_topics
-from scheduler.audit.ledger_reader import ensure_tables, schema_name
+from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.engine.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
@@ -65,14 +65,14 @@ def write(conn: psycopg.Connection, schema: str, table: str, name: str, records:
 
 
 @pytest.fixture
-def ledger(audit_database_url):
+def ledger(audit_postgres):
     prefix = f"r{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(audit_database_url) as conn:
+    with psycopg.connect(audit_postgres) as conn:
         ensure_tables(conn, prefix)
         yield conn, prefix, schema_name(prefix)
 
 
-def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url, ledger):
+def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_postgres, ledger):
     conn, prefix, schema = ledger
     every_10m = make_spec("cron", "*/10 * * * *")
     write(conn, schema, "schedule_versions", "ScheduleState",
@@ -82,11 +82,18 @@ def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url
           [result("s", "CREATE", 1, T0), result("s", "CANCEL", 2, T0 + 35 * M)], f"{prefix}.command-results")
     fires = [dispatch("s", 1, T0 + k * 10 * M) for k in (1, 2, 3)]
     write(conn, schema, "dispatches", "Occurrence", fires + fires[:1], f"{prefix}.occurrences.{TENANT}.normal")
+    steps = [(fires[0], 1, "STARTED"), (fires[0], 1, "FAILED"), (fires[0], 2, "SUCCEEDED"), (fires[2], 1, "STARTED"),
+             (fires[2], 1, "HEARTBEAT"), (fires[2], 1, "FAILED")]
+    write(conn, schema, "attempts", "AttemptEvent", [
+        {**{k: o[k] for k in ("occurrence_id", "schedule_id", "tenant", "schedule_version", "scheduled_for_ms")},
+         "attempt": attempt, "attempt_token": f"tok-{n}", "kind": kind, "at_ms": o["scheduled_for_ms"] + n}
+        for n, (o, attempt, kind) in enumerate(steps)], f"{prefix}.attempts")
 
-    done = reconcile(audit_database_url, prefix, *window(T0, T0 + 60 * M), "--json")
+    done = reconcile(audit_postgres, prefix, *window(T0, T0 + 60 * M), "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     doc = json.loads(done.stdout)
-    assert doc["ok"] and doc["expected"] == 3 and doc["classifications"]["ENQUEUED"] == 3
+    assert doc["ok"] and doc["expected"] == 3, doc  # the steps, aggregated by PostgreSQL:
+    assert {k: v for k, v in doc["classifications"].items() if v} == {"SUCCEEDED": 1, "FAILED": 1, "ENQUEUED": 1}
     assert doc["deliveries"]["duplicates"] == [{"occurrence_id": fires[0]["occurrence_id"], "attempt": 1,
                                                 "deliveries": 2}]
     assert doc["lag_ms"][TENANT] == {"count": 4, "p50": 7, "p99": 7, "max": 7}
@@ -96,17 +103,20 @@ def test_exit_codes_and_the_json_document_on_sink_shaped_rows(audit_database_url
     write(conn, schema, "dispatches", "Occurrence", [dispatch("s", 2, T0 + 40 * M)],
           f"{prefix}.occurrences.{TENANT}.high")
     conn.commit()
-    failed = reconcile(audit_database_url, prefix, *window(T0, T0 + 60 * M))
+    failed = reconcile(audit_postgres, prefix, *window(T0, T0 + 60 * M))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"ABSENT {fires[1]['occurrence_id']}" in failed.stdout
     assert f"UNEXPECTED {occurrence_id('s', 2, to_datetime(T0 + 40 * M))}" in failed.stdout
+    only = reconcile(audit_postgres, prefix, *window(T0, T0 + 60 * M), "--schedule", "s", "--json")
+    assert only.returncode == 1 and [a["occurrence_id"] for a in json.loads(only.stdout)["absent"]] == [
+        fires[1]["occurrence_id"]]
 
     bad = {
-        "instant": reconcile(audit_database_url, prefix, "--tenant", TENANT, "--from", "monday", "--to", rfc3339(T0)),
-        "order": reconcile(audit_database_url, prefix, *window(T0, T0)),
-        "tenant": reconcile(audit_database_url, prefix, *window(T0, T0 + M)[2:], "--tenant", "nobody"),
-        "schedule": reconcile(audit_database_url, prefix, *window(T0, T0 + M), "--schedule", "nope"),
-        "no tables": reconcile(audit_database_url, "elsewhere", *window(T0, T0 + M)),
+        "instant": reconcile(audit_postgres, prefix, "--tenant", TENANT, "--from", "monday", "--to", rfc3339(T0)),
+        "order": reconcile(audit_postgres, prefix, *window(T0, T0)),
+        "tenant": reconcile(audit_postgres, prefix, *window(T0, T0 + M)[2:], "--tenant", "nobody"),
+        "schedule": reconcile(audit_postgres, prefix, *window(T0, T0 + M), "--schedule", "nope"),
+        "no tables": reconcile(audit_postgres, "elsewhere", *window(T0, T0 + M)),
         "unset": reconcile(None, prefix, *window(T0, T0 + M)),
         "unreachable": reconcile("postgresql://postgres@127.0.0.1:1/postgres", prefix, *window(T0, T0 + M)),
     }
@@ -119,64 +129,68 @@ def every(period_s: int, **fields) -> dict:
     return make_spec("rate", f"every {period_s}s", anchor_at_ms=math.floor(time.time()) * 1000, **fields)
 
 
-def test_a_real_run_reconciles_clean_and_a_removed_delivery_is_named(kafka_bootstrap, unique_prefix, tmp_path,
-                                                                     audit_database_url):
+def test_a_real_run_with_manual_commands_retries_and_resume_reconciles_and_ledger_losses_are_named(
+        kafka_bootstrap, unique_prefix, tmp_path, audit_postgres):
+    """What the acceptance run (test_audit_acceptance.py) does not drive: TRIGGER, BACKFILL, RERUN,
+    RESUME, max_fires, flexible windows and retries, sunk by the stand-in; then one lost dispatch
+    (ABSENT) and one lost version row (its dispatches UNEXPECTED)."""
     ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
-    start_ms = int(time.time() * 1000)
+    start_ms = int(time.time() * 1000) - 2000
     scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "5")).start()
     worker = WorkerProcess(kafka_bootstrap, unique_prefix, TENANT, "worker_handlers:by_payload",
                            tmp_path / "worker").start()
     client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=90)
     try:
-        client.create(TENANT, every(1), schedule_id="rate")
-        client.create(TENANT, every(2, payload=b"permanent"), schedule_id="dead")
+        client.create(TENANT, every(1, flexible_window_ms=800), schedule_id="flex")
         client.create(TENANT, every(1, max_fires=4), schedule_id="limited")
-        client.create(TENANT, every(1, max_lateness_ms=1000, misfire_policy="SKIP"), schedule_id="skippy")
-        client.create(TENANT, every(1), schedule_id="paused")
-        client.create(TENANT, every(1), schedule_id="canceled")
-        client.create(TENANT, make_spec("cron", "* * * * *"), schedule_id="cron")
-        client.create(TENANT, make_spec("once", rfc3339(int(time.time() * 1000) + 4000)), schedule_id="once")
-        time.sleep(3)
-        client.update(TENANT, "rate", every(2))
-        client.pause(TENANT, "paused")
-        client.trigger_now(TENANT, "canceled")
-        time.sleep(2.5)
-        client.cancel(TENANT, "canceled")
-        client.resume(TENANT, "paused")
+        client.create(TENANT, every(1), schedule_id="resumed")
+        client.create(TENANT, every(2, payload=b"retryable", max_attempts=2, retry_backoff_ms=200),
+                      schedule_id="retry")
+        hourly = every(3600)
+        client.create(TENANT, hourly, schedule_id="manual")
         time.sleep(2)
-        scheduler.kill()  # kill -9 mid-run: skippy's fires during the downtime are MISSED
-        time.sleep(4)
-        scheduler.start()
-        time.sleep(8)
-        client.update(TENANT, "paused", every(3))
+        client.pause(TENANT, "resumed")
+        client.trigger_now(TENANT, "manual")
+        client.backfill(TENANT, "manual", hourly["anchor_at_ms"], int(time.time() * 1000))
         time.sleep(3)
+        client.resume(TENANT, "resumed")
+        client.trigger_now(TENANT, "manual")
+        time.sleep(4)
         to_ms = int(time.time() * 1000) - 3000
-        time.sleep(3)  # everything due before to_ms is dispatched (on time) or recorded by now
-        with psycopg.connect(audit_database_url) as conn:
+        time.sleep(4)  # everything due before to_ms is dispatched (on time), retried or recorded by now
+        with psycopg.connect(audit_postgres) as conn:
             schema = schema_name(unique_prefix)
             ensure_tables(conn, unique_prefix)
             counts = sink_topics(kafka_bootstrap, unique_prefix, [TENANT], conn, schema)
             assert counts["dispatches"] and counts["attempts"] and counts["dead_letters"], counts
-            done = reconcile(audit_database_url, unique_prefix, *window(start_ms, to_ms), "--json", "--all")
+            done = reconcile(audit_postgres, unique_prefix, *window(start_ms, to_ms), "--json", "--all")
             assert done.returncode == 0, done.stdout[-6000:] + done.stderr + scheduler.log_tail()
             doc = json.loads(done.stdout)
             seen = doc["classifications"]
-            assert seen["SUCCEEDED"] and seen["DEAD"] and seen["MISSED"] and seen["SKIPPED_PAUSED"], seen
-            per = {o["origin"] for o in doc["occurrences"]}
-            assert "TRIGGER" in per and "SCHEDULE" in per, per
-            limited = [o for o in doc["occurrences"] if o["schedule_id"] == "limited"]
-            assert len(limited) == 4, limited
-            assert not [o for o in doc["occurrences"] if o["schedule_id"] == "canceled"
-                        and o["scheduled_for_ms"] > doc["schedules"]["canceled"]["versions"][-1]["accepted_at_ms"]]
+            assert seen["SUCCEEDED"] and seen["DEAD"] and seen["SKIPPED_PAUSED"], seen
+            occurrences = doc["occurrences"]
+            origins = {o["origin"] for o in occurrences if o["schedule_id"] == "manual"}
+            assert origins == {"TRIGGER", "BACKFILL"}, occurrences
+            assert len([o for o in occurrences if o["schedule_id"] == "limited"]) == 4
+            retried = [o for o in occurrences if o["schedule_id"] == "retry" and o["classification"] == "DEAD"]
+            assert retried and all(o["deliveries"] == 2 and o["failed_attempts"] == 2 for o in retried), retried
+            resumed = {o["schedule_version"] for o in occurrences if o["schedule_id"] == "resumed"}
+            assert resumed == {1, 3}, occurrences  # v1 up to and during the pause (its dropped pending), v3 after
+            flexible = [o for o in occurrences if o["schedule_id"] == "flex"]
+            assert any(o["available_at_ms"] != o["scheduled_for_ms"] for o in flexible), flexible
 
-            victim = next(o for o in doc["occurrences"] if o["schedule_id"] == "rate" and o["deliveries"])
+            victim = next(o for o in occurrences if o["origin"] == "TRIGGER")
             conn.execute(f'DELETE FROM "{schema}".dispatches WHERE occurrence_id = %s', (victim["occurrence_id"],))
+            conn.execute(f"DELETE FROM \"{schema}\".schedule_versions WHERE schedule_id = 'resumed' AND version = 3")
             conn.commit()
-            failed = reconcile(audit_database_url, unique_prefix, *window(start_ms, to_ms))
+            failed = reconcile(audit_postgres, unique_prefix, *window(start_ms, to_ms))
             assert failed.returncode == 1, failed.stdout + failed.stderr
-            absent = [line for line in failed.stdout.splitlines() if line.startswith("ABSENT ")]
-            assert absent == [line for line in absent if victim["occurrence_id"] in line] and len(absent) == 1, \
-                failed.stdout
+            lines = failed.stdout.splitlines()
+            assert [line.split()[1] for line in lines if line.startswith("ABSENT ")] == [victim["occurrence_id"]]
+            unexpected = {line.split()[1] for line in lines if line.startswith("UNEXPECTED ")}
+            lost = {o["occurrence_id"] for o in occurrences if o["schedule_id"] == "resumed"
+                    and o["schedule_version"] == 3 and o["deliveries"]}
+            assert lost and unexpected == lost, failed.stdout
     finally:
         client.close()
         worker.stop_quietly()

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from scheduler.audit.expected import BACKFILL, PAUSED, SCHEDULE, TRIGGER, expected_occurrences
-from scheduler.audit.ledger import (AttemptRow, DeadLetterRow, DispatchRow, EventRow, Ledger, ResultRow,
-                                    VersionRow)
+from scheduler.audit.ledger import (AttemptRow, AttemptSummary, DeadLetterRow, DispatchRow, EventRow, Ledger,
+                                    ResultRow, VersionRow, summarize)
 from scheduler.audit.reconcile import CLASSIFICATIONS, lag_stats, reconcile
 from scheduler.audit.vocabulary import enum_symbols
 from scheduler.client import make_spec
@@ -54,7 +55,7 @@ def hourly_ledger() -> Ledger:
     """An hourly cron created at T0, every fire in [T0, T0+6h) dispatched and succeeded."""
     fires = [T0 + k * H for k in range(1, 6)]
     return Ledger([VersionRow("s", "acme", 1, "ACTIVE", cron("0 * * * *"), 5)], [ResultRow("s", "CREATE", 1, T0)],
-                  [sent(1, t) for t in fires], [], [ok(1, t) for t in fires])
+                  [sent(1, t) for t in fires], [], summarize(ok(1, t) for t in fires))
 
 
 def test_vocabulary_comes_from_the_schemas():
@@ -123,7 +124,7 @@ def test_attempt_outcomes_retry_failure_dead_running_stale():
     ]
     dispatches = [sent(1, t) for t in fires] + [sent(1, f[0], attempt=2), sent(1, f[1], attempt=2)]
     ledger = Ledger([VersionRow("s", "acme", 1, "ACTIVE", cron("0 * * * *"), 7)], [ResultRow("s", "CREATE", 1, T0)],
-                    dispatches, [], attempts, [DeadLetterRow(oid(1, f[3]), f[3] + 20)])
+                    dispatches, [], summarize(attempts), [DeadLetterRow(oid(1, f[3]), f[3] + 20)])
     report = reconcile(ledger, T0, T0 + 8 * H)
     assert [classes(report)[t] for t in fires] == ["SUCCEEDED", "RETRIED", "FAILED", "DEAD", "RUNNING",
                                                    "SKIPPED_STALE", "ENQUEUED"]
@@ -136,7 +137,8 @@ def test_a_rerun_after_dead_that_succeeds_is_succeeded():
     ledger = Ledger([VersionRow("s", "acme", 1, "ACTIVE", cron("0 * * * *"), 1)], [ResultRow("s", "CREATE", 1, T0),
                      ResultRow("s", "RERUN", 1, t + 5000, (t + 5000,))],
                     [sent(1, t), sent(1, t, attempt=4, available=t + 5000)], [],
-                    [AttemptRow(oid(1, t), 3, "FAILED", t + 50), AttemptRow(oid(1, t), 4, "SUCCEEDED", t + 6000)],
+                    summarize([AttemptRow(oid(1, t), 3, "FAILED", t + 50),
+                               AttemptRow(oid(1, t), 4, "SUCCEEDED", t + 6000)]),
                     [DeadLetterRow(oid(1, t), t + 60)])
     report = reconcile(ledger, T0, T0 + 90 * M)
     assert classes(report) == {t: "SUCCEEDED"}
@@ -264,9 +266,9 @@ def test_end_at_and_start_at_bound_the_fires():
     assert [e.scheduled_for_ms for e in expected] == [T0 + 2 * H, T0 + 3 * H, T0 + 4 * H]
 
 
-def ny(local: str) -> int:
-    """A New York wall time as given, in epoch ms (UTC instants are checked by hand below)."""
-    return to_ms(datetime.fromisoformat(local))
+def instant(text: str) -> int:
+    """An ISO instant in epoch ms; the expected UTC instants below are worked out by hand."""
+    return to_ms(datetime.fromisoformat(text))
 
 
 @pytest.mark.parametrize("gap, fires", [
@@ -275,10 +277,11 @@ def ny(local: str) -> int:
 ])
 def test_spring_forward_gap_follows_dst_gap(gap, fires):
     spec = cron("30 2 * * *", "America/New_York", dst_gap=gap)
-    created = ny("2026-03-06T12:00:00+00:00")
+    created = instant("2026-03-06T12:00:00+00:00")
     expected, _, _ = expected_occurrences([VersionRow("s", "acme", 1, "ACTIVE", spec, 0)],
-                                          [ResultRow("s", "CREATE", 1, created)], created, ny("2026-03-10T00:00:00+00:00"))
-    assert [e.scheduled_for_ms for e in expected] == [ny(f) for f in fires]
+                                          [ResultRow("s", "CREATE", 1, created)], created,
+                                          instant("2026-03-10T00:00:00+00:00"))
+    assert [e.scheduled_for_ms for e in expected] == [instant(f) for f in fires]
 
 
 @pytest.mark.parametrize("overlap, fires", [
@@ -288,13 +291,13 @@ def test_spring_forward_gap_follows_dst_gap(gap, fires):
 ])
 def test_fall_back_overlap_follows_dst_overlap_and_both_fires_are_distinct_occurrences(overlap, fires):
     spec = cron("30 1 * * *", "America/New_York", dst_overlap=overlap)
-    created = ny("2026-10-31T12:00:00+00:00")
+    created = instant("2026-10-31T12:00:00+00:00")
     versions = [VersionRow("s", "acme", 1, "ACTIVE", spec, 0)]
     results = [ResultRow("s", "CREATE", 1, created)]
-    window = (ny("2026-11-01T00:00:00+00:00"), ny("2026-11-02T00:00:00+00:00"))
+    window = (instant("2026-11-01T00:00:00+00:00"), instant("2026-11-02T00:00:00+00:00"))
     expected, _, _ = expected_occurrences(versions, results, *window)
-    assert [e.scheduled_for_ms for e in expected] == [ny(f) for f in fires]
-    dispatched = [sent(1, ny(f)) for f in fires]
+    assert [e.scheduled_for_ms for e in expected] == [instant(f) for f in fires]
+    dispatched = [sent(1, instant(f)) for f in fires]
     report = reconcile(Ledger(versions, results, dispatched[:1]), *window)
     assert len(report.absent()) == len(fires) - 1  # with BOTH, the second one is its own expected occurrence
 
@@ -305,8 +308,7 @@ def test_lord_howe_half_hour_shift_and_a_day_that_never_existed():
     created = to_ms(datetime(2011, 12, 27, tzinfo=timezone.utc))
     expected, _, _ = expected_occurrences([VersionRow("s", "acme", 1, "ACTIVE", spec, 0)],
                                           [ResultRow("s", "CREATE", 1, created)], created, created + 6 * 24 * H)
-    local_days = [to_datetime(e.scheduled_for_ms).astimezone(__import__("zoneinfo").ZoneInfo("Pacific/Apia")).day
-                  for e in expected]
+    local_days = [to_datetime(e.scheduled_for_ms).astimezone(ZoneInfo("Pacific/Apia")).day for e in expected]
     assert 30 not in local_days and 29 in local_days and 31 in local_days
     lord_howe = cron("0 2 * * *", "Australia/Lord_Howe", dst_gap="SHIFT")  # 02:00 -> 02:30 on 2026-10-04
     start = to_ms(datetime(2026, 10, 3, tzinfo=timezone.utc))
@@ -348,7 +350,8 @@ def test_trigger_and_backfill_results_are_expected_occurrences():
                ResultRow("s", "BACKFILL", 1, T0 + 20 * M, tuple(bf))]
     expected, _, _ = expected_occurrences(versions, results, T0 - 3 * H, T0 + 30 * M)
     assert {(e.origin, e.scheduled_for_ms) for e in expected} == {(TRIGGER, trig), (BACKFILL, bf[0]), (BACKFILL, bf[1])}
-    report = reconcile(Ledger(versions, results, [sent(1, trig), sent(1, bf[0], catch_up=True)]), T0 - 3 * H, T0 + 30 * M)
+    dispatched = [sent(1, trig), sent(1, bf[0], catch_up=True)]
+    report = reconcile(Ledger(versions, results, dispatched), T0 - 3 * H, T0 + 30 * M)
     assert [c.expected.occurrence_id for c in report.absent()] == [oid(1, bf[1])]
 
 
@@ -398,3 +401,10 @@ def test_lag_percentiles_are_nearest_rank():
     stats = lag_stats(list(range(1, 101)))
     assert (stats.count, stats.p50_ms, stats.p99_ms, stats.max_ms) == (100, 50, 99, 100)
     assert lag_stats([]) is None and lag_stats([7]).p99_ms == 7
+
+
+def test_attempt_steps_are_summarized_per_occurrence():
+    steps = [AttemptRow("a", 1, "STARTED", 1), AttemptRow("a", 1, "FAILED", 2), AttemptRow("a", 2, "STARTED", 3),
+             AttemptRow("a", 2, "HEARTBEAT", 4), AttemptRow("a", 2, "SUCCEEDED", 5), AttemptRow("b", 1, "STARTED", 1)]
+    assert summarize(steps) == [AttemptSummary("a", "SUCCEEDED", 5, 1, 1, True),
+                                AttemptSummary("b", None, None, 0, None, True)]
