@@ -71,9 +71,10 @@ def produce(bootstrap: str, prefix: str, rate: float, seconds: float) -> int:
 
 
 def poll_delays(url: str, schema: str, partitions: list[tuple[str, int]], expected: list[int],
-                done: threading.Event, grace_s: float) -> list[float]:
-    """Every 250 ms, the rows past the last offset seen on each partition (the primary key's index)."""
-    delays: list[float] = []
+                done: threading.Event, grace_s: float) -> list[tuple[float, float]]:
+    """Every 250 ms, the rows past the last offset seen on each partition (the primary key's index);
+    (record timestamp, delay) per row."""
+    delays: list[tuple[float, float]] = []
     last = {key: -1 for key in partitions}
     finished_at = None
     with psycopg.connect(url, autocommit=True) as conn:
@@ -85,7 +86,7 @@ def poll_delays(url: str, schema: str, partitions: list[tuple[str, int]], expect
                                     (topic, partition, offset)).fetchall()
                 for row_offset, ts in rows:
                     last[(topic, partition)] = max(last[(topic, partition)], row_offset)
-                    delays.append(seen - float(ts))
+                    delays.append((float(ts), seen - float(ts)))
             if done.is_set():
                 finished_at = finished_at or time.monotonic()
                 if time.monotonic() - finished_at > grace_s:
@@ -157,7 +158,12 @@ def run(args: argparse.Namespace, bootstrap: str, worker: LocalConnect, servers:
     expected.append(sent)
     done.set()
     poller.join()
-    delays = poller_out[0]
+    pairs = poller_out[0]
+    delays = [delay for _, delay in pairs]
+    first = min(ts for ts, _ in pairs)
+    minutes: dict[int, list[float]] = {}
+    for ts, delay in pairs:
+        minutes.setdefault(int((ts - first) // 60), []).append(delay)
     report = "\n".join([
         f"# bench/audit.py --rate {args.rate:g} --minutes {args.minutes:g}", "",
         f"- produced {sent} occurrences in {produced_s:.1f} s ({sent / produced_s:.0f}/s), transactional, "
@@ -167,6 +173,9 @@ def run(args: argparse.Namespace, bootstrap: str, worker: LocalConnect, servers:
         f"- PostgreSQL start (initdb + pg_ctl start -w), 3 fresh clusters: "
         + ", ".join(f"{s:.2f} s" for s in pg_starts) + f" (median {statistics.median(pg_starts):.2f} s)",
         f"- Connect worker start to REST ready: cold {cold:.2f} s (internal topics created), warm restart {warm:.2f} s",
+        "", "| minute (by record timestamp) | rows | p50 s | p99 s | max s |", "|---|---|---|---|---|",
+        *(f"| {m} | {len(v)} | {statistics.median(v):.2f} | {percentile(v, 0.99):.2f} | {max(v):.2f} |"
+          for m, v in sorted(minutes.items())),
     ])
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "audit.md").write_text(report + "\n")
