@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -136,23 +137,30 @@ def _pg_start(args: argparse.Namespace) -> int:
 
 
 def _pg_stop(args: argparse.Namespace) -> int:
+    return _with_server(args, _stop_server)
+
+
+def _pg_status(args: argparse.Namespace) -> int:
+    return _with_server(args, _print_status)
+
+
+def _with_server(args: argparse.Namespace, action: Callable[[LocalPostgres], int]) -> int:
     try:
         server = LocalPostgres(args.data_dir or default_data_dir())
     except PostgresError as error:
         _say(f"scheduler audit postgres: error: {error}")
         return EXIT_ERROR
+    return action(server)
+
+
+def _stop_server(server: LocalPostgres) -> int:
     was_running = server.is_running()
     server.stop()
     _say("PostgreSQL stopped" if was_running else f"no PostgreSQL was running from {server.data_dir}")
     return 0
 
 
-def _pg_status(args: argparse.Namespace) -> int:
-    try:
-        server = LocalPostgres(args.data_dir or default_data_dir())
-    except PostgresError as error:
-        _say(f"scheduler audit postgres: error: {error}")
-        return EXIT_ERROR
+def _print_status(server: LocalPostgres) -> int:
     if not server.is_running():
         print(f"stopped (data dir {server.data_dir})")
         return EXIT_NOT_RUNNING

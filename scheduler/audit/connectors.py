@@ -40,7 +40,8 @@ class Database:
         if host.startswith("/"):
             raise ConnectorError(f"the audit database {url!r} is a Unix socket; the JDBC sink needs a TCP host")
         port = params.get("port") or "5432"
-        return cls(f"jdbc:postgresql://{host}:{port}/{params.get('dbname') or 'postgres'}",
+        # reWriteBatchedInserts: the driver sends a batch of upserts as multi-row statements.
+        return cls(f"jdbc:postgresql://{host}:{port}/{params.get('dbname') or 'postgres'}?reWriteBatchedInserts=true",
                    params.get("user") or "postgres", params.get("password") or "")
 
 

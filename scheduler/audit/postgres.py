@@ -99,7 +99,7 @@ class LocalPostgres:
                      "--encoding=UTF8", "--locale=C")
         self._pg("pg_ctl", "-D", str(self._cluster), "-w", "-t", "60", "-l", str(self.log_file), "-o",
                  f"-p {self.port} -k {self.data_dir} -c listen_addresses={HOST} -c fsync=off "
-                 f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=50 -c timezone=UTC", "start")
+                 f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c timezone=UTC", "start")
         return self.url
 
     def stop(self, mode: str = "fast") -> None:

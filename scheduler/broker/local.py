@@ -257,11 +257,8 @@ class LocalBroker:
 
     def pid(self) -> int | None:
         """The pid of this data dir's running broker, or None (a stale pid file does not count)."""
-        try:
-            pid = int(self._pid_file.read_text().split()[0])
-        except (FileNotFoundError, ValueError, IndexError):
-            return None
-        return pid if self._alive(pid) else None
+        pid = read_pid_file(self._pid_file)
+        return pid if pid is not None and self._alive(pid) else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -467,11 +464,23 @@ class LocalBroker:
         )
 
     def _log_tail(self, lines: int = 15) -> str:
-        chunks = []
-        for path in (self.console_file, self.log_file):
-            if path.exists():
-                chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
-        return "\n".join(chunks)
+        return log_tail((self.console_file, self.log_file), lines)
+
+
+def read_pid_file(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def log_tail(paths: tuple[Path, ...], lines: int = 15) -> str:
+    """The last `lines` of each file that exists, for error messages about a process that died."""
+    chunks: list[str] = []
+    for path in paths:
+        if path.exists():
+            chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
+    return "\n".join(chunks)
 
 
 def jvm_alive(pid: int, config_file: Path) -> bool:

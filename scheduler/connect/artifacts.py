@@ -118,11 +118,14 @@ def ensure_plugins() -> list[Path]:
 
 def run_converter_tests() -> int:
     """`mvn test` for the converter, Surefire's report on stdout (make test runs this)."""
+    work = plugins_home() / "converter-test"
     try:
-        output = _maven_build(plugins_home() / "converter-test", ["test"])
+        output = _maven_build(work, ["test"])
     except MavenError as error:
         print(error, file=sys.stderr)
         return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     print("\n".join(line for line in output.splitlines() if "Tests run" in line or "BUILD" in line))
     return 0
 

@@ -21,6 +21,8 @@ from scheduler.broker.local import (
     check_port_free,
     java_executable,
     jvm_alive,
+    log_tail,
+    read_pid_file,
     read_properties,
 )
 from scheduler.connect import artifacts
@@ -130,9 +132,8 @@ class LocalConnect:
         return self.data_dir / _PROPERTIES
 
     def pid(self) -> int | None:
-        try:
-            pid = int(self._pid_file.read_text().split()[0])
-        except (FileNotFoundError, ValueError, IndexError):
+        pid = read_pid_file(self._pid_file)
+        if pid is None:
             return None
         if self._process is not None and self._process.pid == pid:
             return pid if self._process.poll() is None else None
@@ -232,11 +233,7 @@ class LocalConnect:
                            f"see {self.log_file}:\n{self._log_tail()}")
 
     def _log_tail(self, lines: int = 15) -> str:
-        chunks: list[str] = []
-        for path in (self.console_file, self.log_file):
-            if path.exists():
-                chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
-        return "\n".join(chunks)
+        return log_tail((self.console_file, self.log_file), lines)
 
 
 def worker_ready(rest: ConnectRest) -> bool:

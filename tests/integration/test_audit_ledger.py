@@ -1,8 +1,7 @@
-"""The audit ledger end to end: a real scheduler, the real Connect worker with our converter and
-Debezium's JDBC sink, a real PostgreSQL (tests/fixtures_audit.py)."""
+"""The audit ledger's parts for real: the Connect worker with our Converter and Debezium's JDBC sink,
+PostgreSQL (tests/fixtures_audit.py). A real scheduler filling it: tests/integration/test_audit_acceptance.py."""
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -12,51 +11,14 @@ import time
 import psycopg
 import pytest
 from confluent_kafka import Consumer, Producer
-from engine_harness import CODEC, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+from engine_harness import CODEC, TOPOLOGY, ensure_layout
 
 from scheduler.audit.connectors import dead_letter_topic, delete_connectors
 from scheduler.audit.tables import schema_name
-from scheduler.client import SchedulerClient, make_spec
 from scheduler.connect.rest import ConnectRest
 from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANT = "acme"
-
-
-def test_a_running_scheduler_fills_every_table_and_rows_match_the_topics(
-        kafka_bootstrap, unique_prefix, audit_ledger, tmp_path):
-    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
-    scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a").start()
-    try:
-        with SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60) as client:
-            rate = client.create(TENANT, make_spec("rate", "every 1s", anchor_at_ms=math.floor(time.time()) * 1000),
-                                 schedule_id="every-second")
-            audit_ledger.wait_for("SELECT count(*) FROM {s}.dispatches WHERE schedule_id = 'every-second'",
-                                  lambda rows: rows[0][0] >= 3, 120)
-            paused = client.pause(TENANT, "every-second")
-        versions = audit_ledger.wait_for(
-            "SELECT version, state, tenant FROM {s}.schedule_versions WHERE schedule_id = 'every-second' "
-            "ORDER BY version", lambda rows: any(row[1] == "PAUSED" for row in rows), 60)
-        assert versions[0] == (rate["version"], "ACTIVE", TENANT)
-        assert (paused["version"], "PAUSED", TENANT) in versions
-        accepted = audit_ledger.query("SELECT command_type, version FROM {s}.command_results "
-                                      "WHERE schedule_id = 'every-second' AND status = 'ACCEPTED' ORDER BY version")
-        assert ("CREATE", rate["version"]) in accepted and ("PAUSE", paused["version"]) in accepted
-    finally:
-        scheduler.terminate()
-    reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, [TENANT]), "Occurrence")
-    try:
-        delivered = reader.until(lambda got: len(got) >= 3, 30)
-        reader.poll(2)
-        on_topics = {(r.record["occurrence_id"], r.record["scheduled_for_ms"]) for r in reader.received}
-    finally:
-        reader.close()
-    rows = audit_ledger.wait_for("SELECT occurrence_id, scheduled_for_ms FROM {s}.dispatches",
-                                 lambda rows: len(rows) >= len(on_topics), 60)
-    assert delivered and set(rows) == on_topics
-    enqueued = audit_ledger.query("SELECT count(*) FROM {s}.dispatches WHERE kafka_timestamp IS NULL "
-                                  "OR kafka_topic NOT LIKE %s", (f"{unique_prefix}.occurrences.{TENANT}.%",))
-    assert enqueued == [(0,)]
 
 
 def test_a_record_the_converter_cannot_decode_goes_to_the_dead_letter_topic_and_the_rest_flows(
@@ -168,3 +130,21 @@ def test_audit_ensure_creates_once_then_reports_and_repairs_drift(
         delete_connectors(rest, unique_prefix)
         with psycopg.connect(audit_postgres) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema_name(unique_prefix)} CASCADE")
+
+
+def test_connect_cli_status_of_the_session_worker_and_an_external_url_starts_nothing(audit_connect, tmp_path):
+    if audit_connect.local is None:
+        pytest.skip("the session uses an external Connect worker (KAFKA_CONNECT_URL)")
+    env = {key: value for key, value in os.environ.items() if key != "KAFKA_CONNECT_URL"}
+
+    def connect(*arguments: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "scheduler", "connect", *arguments], env={**env, **extra},
+                              capture_output=True, text=True, timeout=60)
+
+    running = connect("status", "--data-dir", str(audit_connect.local.data_dir))
+    assert running.returncode == 0
+    assert f"running pid={audit_connect.local.pid()} url={audit_connect.url}" in running.stdout
+    assert connect("status", "--data-dir", str(tmp_path / "none")).returncode == 3
+    external = connect("start", "--data-dir", str(tmp_path / "none"), KAFKA_CONNECT_URL="http://connect.example:8083")
+    assert external.returncode == 0 and external.stdout.strip() == "http://connect.example:8083"
+    assert "no local worker started" in external.stderr and not (tmp_path / "none").exists()

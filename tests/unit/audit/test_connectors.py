@@ -48,9 +48,9 @@ def test_the_dispatch_regex_matches_every_occurrence_topic_and_nothing_else(tena
 
 def test_the_database_url_becomes_a_jdbc_url() -> None:
     assert Database.from_url("postgresql://audit:s3cret@db.internal:6543/ledger") == Database(
-        "jdbc:postgresql://db.internal:6543/ledger", "audit", "s3cret")
+        "jdbc:postgresql://db.internal:6543/ledger?reWriteBatchedInserts=true", "audit", "s3cret")
     assert Database.from_url("host=127.0.0.1 port=5555 user=postgres dbname=postgres") == Database(
-        "jdbc:postgresql://127.0.0.1:5555/postgres", "postgres", "")
+        "jdbc:postgresql://127.0.0.1:5555/postgres?reWriteBatchedInserts=true", "postgres", "")
     with pytest.raises(ConnectorError, match="Unix socket"):
         Database.from_url("postgresql://postgres@/postgres?host=/tmp/pg&port=5432")
 
