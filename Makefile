@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps test broker-start broker-stop demo
+.PHONY: install system-deps converter-test test broker-start broker-stop demo
 
 install: $(STAMP)
 
@@ -21,8 +21,13 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
+# The Java Converter of the audit ledger's Connect sinks: its JUnit tests (Maven Surefire) decode a
+# record of every schema in schemas/ and schemas/history/.
+converter-test: install system-deps
+	$(PY) -m scheduler.connect.artifacts --test
+
 # pytest exit code 5 ("no tests collected") counts as a failure: an empty run proves nothing.
-test: install system-deps
+test: install system-deps converter-test
 	@$(PY) -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status

@@ -16,6 +16,9 @@ COMMAND_MODULES = (
     "scheduler.demo",
     "scheduler.worker.cli",
     "scheduler.control_cli",
+    "scheduler.audit.reconcile_cli",
+    "scheduler.connect.cli",
+    "scheduler.audit.cli",
 )
 
 

@@ -59,6 +59,7 @@ def _print_occurrence(occurrence: object, ctx: object) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from scheduler.admin import ensure_topics
+    from scheduler.audit import demo_ledger
     from scheduler.client import SchedulerClient
     from scheduler.topology import Topology
     from scheduler.worker import Worker
@@ -66,6 +67,7 @@ def _demo(args: argparse.Namespace) -> int:
     bootstrap = _bootstrap()
     settings = Settings.from_env()
     ensure_topics(bootstrap, Topology.load(), settings.topic_prefix, tenants=[TENANT])
+    ledger = demo_ledger.start(bootstrap, settings.topic_prefix)
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
     engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo", "--open-tenants",
                                "--log-level", "WARNING"], env=env)
@@ -91,4 +93,6 @@ def _demo(args: argparse.Namespace) -> int:
         engine.send_signal(signal.SIGTERM)
         engine.wait(30)
         print("scheduler stopped; the broker keeps running (`scheduler broker stop` stops it)", file=sys.stderr)
+        if ledger is not None:
+            demo_ledger.print_summary(ledger, TENANT)
     return 0

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient
 from scheduler.admin import delete_prefixed_topics
 from scheduler.broker.local import KAFKA_VERSION, LocalBroker, free_port, single_node_settings
 
-pytest_plugins = ["fixtures_browser", "fixtures_prometheus"]
+pytest_plugins = ["fixtures_audit", "fixtures_browser", "fixtures_prometheus"]
 
 BROKER_FIXTURES = frozenset({"kafka_bootstrap", "local_broker"})
 UNIT_DIR = Path(__file__).parent / "unit"

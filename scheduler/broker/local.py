@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import base64
 import errno
-import fcntl
-import hashlib
 import os
 import re
 import secrets
@@ -23,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from scheduler import config
 from scheduler.broker.tls import TlsFiles, ensure_tls_files, tls_files
+from scheduler.maven_cache import MavenError, copy_dependencies
 
 KAFKA_VERSION = "4.2.0"
 MIN_JAVA_MAJOR = 17
@@ -163,52 +162,11 @@ def _pom_text() -> bytes:
 
 
 def ensure_jars() -> Path:
-    """Fetch the Kafka jars with Maven once; later calls reuse the cache.
-
-    The marker holds the pom's digest and is written only after a complete copy, so an interrupted
-    download or an edited pom triggers a fresh fetch instead of a broken classpath."""
-    home = kafka_home()
-    libs, marker = home / "libs", home / "libs.complete"
-    digest = hashlib.sha256(_pom_text()).hexdigest()
-    if _marker_matches(marker, digest):
-        return libs
-    mvn = _require_tool(
-        "mvn",
-        f"install Apache Maven (e.g. `apt-get install maven`); it downloads the Kafka jars once into {home}",
-    )
-    home.mkdir(parents=True, exist_ok=True)
-    with open(home / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two processes starting brokers at once download once
-        if _marker_matches(marker, digest):
-            return libs
-        marker.unlink(missing_ok=True)
-        staging = home / "libs.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        pom = home / "kafka-pom.xml"
-        pom.write_bytes(_pom_text())
-        result = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies", f"-DoutputDirectory={staging}"],
-            cwd=home,
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-20:])
-            raise BrokerError(
-                f"Maven could not fetch the Kafka {KAFKA_VERSION} jars from Maven Central "
-                f"(check network access to repo.maven.apache.org):\n{tail}"
-            )
-        shutil.rmtree(libs, ignore_errors=True)
-        staging.rename(libs)
-        marker.write_text(digest + "\n")
-    return libs
-
-
-def _marker_matches(marker: Path, digest: str) -> bool:
+    """Fetch the Kafka jars with Maven once; later calls reuse the cache (scheduler/maven_cache.py)."""
     try:
-        return marker.read_text().strip() == digest
-    except FileNotFoundError:
-        return False
+        return copy_dependencies(kafka_home(), "libs", _pom_text(), f"the Kafka {KAFKA_VERSION} jars")
+    except MavenError as error:
+        raise BrokerError(str(error)) from error
 
 
 def check_port_free(port: int, flag: str) -> None:
@@ -275,7 +233,7 @@ class LocalBroker:
     def from_data_dir(cls, data_dir: Path) -> LocalBroker:
         """The broker a data dir was last started with (its ports come from its server.properties)."""
         data_dir = Path(data_dir)
-        listeners = _read_properties(data_dir / _PROPERTIES).get("listeners", "")
+        listeners = read_properties(data_dir / _PROPERTIES).get("listeners", "")
         ports = dict(re.findall(r"(\w+)://[^:,]*:(\d+)", listeners))
         if "PLAINTEXT" in ports and "CONTROLLER" in ports:
             sasl_port = int(ports["SASL_PLAINTEXT"]) if "SASL_PLAINTEXT" in ports else None
@@ -335,11 +293,8 @@ class LocalBroker:
 
     def pid(self) -> int | None:
         """The pid of this data dir's running broker, or None (a stale pid file does not count)."""
-        try:
-            pid = int(self._pid_file.read_text().split()[0])
-        except (FileNotFoundError, ValueError, IndexError):
-            return None
-        return pid if self._alive(pid) else None
+        pid = read_pid_file(self._pid_file)
+        return pid if pid is not None and self._alive(pid) else None
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -416,23 +371,7 @@ class LocalBroker:
     def _alive(self, pid: int) -> bool:
         if self._process is not None and self._process.pid == pid:
             return self._process.poll() is None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        proc = Path("/proc") / str(pid)
-        try:
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            threads = len(list((proc / "task").iterdir()))
-            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        except (FileNotFoundError, IndexError):
-            return True  # no procfs to inspect: trust the signal probe
-        # The JVM's first thread exits early and shows as a zombie while the other threads still run,
-        # so only a zombie with no other threads has exited. A recycled pid belongs to another program.
-        exited = state == "Z" and threads <= 1
-        return not exited and str(self._properties_file).encode() in cmdline
+        return jvm_alive(pid, self._properties_file)
 
     def _wait_exit(self, pid: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -555,7 +494,7 @@ class LocalBroker:
                     f"the broker exited during startup with code {code}; "
                     f"last lines of {self.console_file} and {self.log_file}:\n{self._log_tail()}"
                 )
-            if admin is None and _accepts_connections(self.port):
+            if admin is None and accepts_connections(self.port):
                 admin = AdminClient({"bootstrap.servers": self.bootstrap})
             if admin is not None and _answers_metadata(admin):
                 return
@@ -567,14 +506,47 @@ class LocalBroker:
         )
 
     def _log_tail(self, lines: int = 15) -> str:
-        chunks = []
-        for path in (self.console_file, self.log_file):
-            if path.exists():
-                chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
-        return "\n".join(chunks)
+        return log_tail((self.console_file, self.log_file), lines)
 
 
-def _accepts_connections(port: int) -> bool:
+def read_pid_file(path: Path) -> int | None:
+    try:
+        return int(path.read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
+
+
+def log_tail(paths: tuple[Path, ...], lines: int = 15) -> str:
+    """The last `lines` of each file that exists, for error messages about a process that died."""
+    chunks: list[str] = []
+    for path in paths:
+        if path.exists():
+            chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
+    return "\n".join(chunks)
+
+
+def jvm_alive(pid: int, config_file: Path) -> bool:
+    """Whether `pid` is still the JVM started with `config_file` on its command line."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path("/proc") / str(pid)
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        threads = len(list((proc / "task").iterdir()))
+        cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, IndexError):
+        return True  # no procfs to inspect: trust the signal probe
+    # The JVM's first thread exits early and shows as a zombie while the other threads still run,
+    # so only a zombie with no other threads has exited. A recycled pid belongs to another program.
+    exited = state == "Z" and threads <= 1
+    return not exited and str(config_file).encode() in cmdline
+
+
+def accepts_connections(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=0.5):
             return True
@@ -589,7 +561,7 @@ def _answers_metadata(admin: AdminClient) -> bool:
         return False
 
 
-def _read_properties(path: Path) -> dict[str, str]:
+def read_properties(path: Path) -> dict[str, str]:
     try:
         lines = path.read_text().splitlines()
     except FileNotFoundError:

@@ -1,57 +1,28 @@
 """`once` on a real PostgreSQL server (started here with initdb/pg_ctl; skipped when none is installed)."""
 from __future__ import annotations
 
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from scheduler.broker.local import free_port
+from scheduler.audit.postgres import LocalPostgres, PostgresError
 from scheduler.worker import ensure_table, once
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
 pytestmark = pytest.mark.integration
 
 
-def _server_binaries() -> Path | None:
-    for candidate in [shutil.which("pg_ctl"), *sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))]:
-        if candidate and Path(candidate).exists() and (Path(candidate).resolve().parent / "initdb").exists():
-            return Path(candidate).resolve().parent
-    return None
-
-
 @pytest.fixture(scope="module")
 def postgres_dsn() -> Iterator[str]:
-    binaries = _server_binaries()
-    if binaries is None:
-        pytest.skip("no PostgreSQL server binaries (pg_ctl, initdb): install Debian's postgresql package")
-    run_as: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no 'postgres' user to run the server as")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    data = Path(tempfile.mkdtemp(prefix="pg-once-"))
-    if run_as:
-        shutil.chown(data, "postgres", "postgres")
-    port = free_port()
-    subprocess.run([*run_as, str(binaries / "initdb"), "-D", str(data / "db"), "-U", "postgres", "--auth=trust",
-                    "--no-sync"], check=True, capture_output=True)
-    subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(data / "db"), "-w", "-l", str(data / "log"),
-                    "-o", f"-p {port} -k {data} -c listen_addresses=''", "start"], check=True, capture_output=True)
     try:
-        yield f"host={data} port={port} user=postgres dbname=postgres"
+        server = LocalPostgres()
+    except PostgresError as error:  # no server binaries, or root without a postgres user
+        pytest.skip(str(error))
+    try:
+        yield server.start()
     finally:
-        subprocess.run([*run_as, str(binaries / "pg_ctl"), "-D", str(data / "db"), "-m", "immediate", "stop"],
-                       capture_output=True)
-        shutil.rmtree(data, ignore_errors=True)
+        server.destroy()
 
 
 def test_postgres_marker_commits_with_the_side_effect_and_a_duplicate_is_a_no_op(postgres_dsn: str) -> None:

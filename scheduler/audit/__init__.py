@@ -1,0 +1,1 @@
+"""The audit ledger's reading side: `scheduler reconcile` (docs/reconcile.md)."""

@@ -1,0 +1,168 @@
+"""`scheduler audit ensure` (the ledger's tables and sink connectors) and `scheduler audit postgres
+start|stop|status` (a local PostgreSQL for it).
+
+The database is AUDIT_DATABASE_URL, else the local one; the Connect worker is KAFKA_CONNECT_URL,
+else the local one (`scheduler connect start`)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from scheduler.audit import tables
+from scheduler.audit.connectors import ConnectorError, Database, ensure_connectors, render, wait_running
+from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
+from scheduler.config import Settings
+from scheduler.connect.cli import URL_ENV
+from scheduler.connect.local import LocalConnect
+from scheduler.connect.local import default_data_dir as default_connect_dir
+from scheduler.connect.rest import ConnectRest, ConnectRestError
+from scheduler.topology import Topology
+
+EXIT_DIFFERS = 1
+EXIT_ERROR = 2
+EXIT_NOT_RUNNING = 3
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    audit = subparsers.add_parser("audit", help="the audit ledger: Kafka Connect sinks into PostgreSQL")
+    commands = audit.add_subparsers(dest="audit_command", required=True)
+
+    ensure = commands.add_parser(
+        "ensure", help="create the ledger's tables and create/update its sink connectors",
+        description="Exit status: 0 everything matches (connectors that drifted were updated), 1 a table "
+                    "differs from the contract (never altered) or, with --check, a connector is missing or "
+                    "drifted, 2 error.")
+    ensure.add_argument("--prefix", help="topic prefix (default: $SCHEDULER_TOPIC_PREFIX or 'sched')")
+    ensure.add_argument("--check", action="store_true", help="only report connectors that are missing or drifted")
+    ensure.add_argument("--replication-factor", type=int, default=1,
+                        help="of the dead-letter topic Connect creates (1 locally, 3 in production)")
+    ensure.add_argument("--wait", type=float, default=60.0,
+                        help="seconds to wait for every connector task to run (0: do not wait)")
+    ensure.set_defaults(handler=run_ensure)
+
+    postgres = commands.add_parser("postgres", help="a local PostgreSQL for the ledger (Debian's binaries)")
+    actions = postgres.add_subparsers(dest="postgres_command", required=True)
+    start = actions.add_parser("start", help="start it in the background and print its URL")
+    start.add_argument("--port", type=int, default=None, help="TCP port on 127.0.0.1 (default: a free one)")
+    stop = actions.add_parser("stop", help="stop it")
+    status = actions.add_parser("status", help="exit 0 if it runs, 3 if not")
+    for parser, handler in ((start, _pg_start), (stop, _pg_stop), (status, _pg_status)):
+        parser.add_argument("--data-dir", type=Path, default=None, help=f"its cluster (default {default_data_dir()})")
+        parser.set_defaults(handler=handler)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def database_url() -> str:
+    """AUDIT_DATABASE_URL, else the local server from `scheduler audit postgres start`."""
+    url = os.environ.get(tables.DATABASE_URL_ENV)
+    if url:
+        return url
+    local = LocalPostgres(default_data_dir())
+    if not local.is_running():
+        raise PostgresError(f"{tables.DATABASE_URL_ENV} is not set and no local PostgreSQL runs: "
+                            "start one with `scheduler audit postgres start`")
+    return local.url
+
+
+def connect_url() -> str:
+    url = os.environ.get(URL_ENV)
+    if url:
+        return url
+    worker = LocalConnect.from_data_dir(default_connect_dir())
+    if not worker.is_running():
+        raise ConnectorError(f"{URL_ENV} is not set and no local Connect worker runs: "
+                             "start one with `scheduler connect start`")
+    return worker.url
+
+
+def run_ensure(args: argparse.Namespace) -> int:
+    prefix = args.prefix or Settings.from_env().topic_prefix
+    try:
+        url, rest = database_url(), ConnectRest(connect_url())
+        with psycopg.connect(url) as conn:
+            report = tables.ensure_tables(conn, prefix)
+        configs = render(prefix, Database.from_url(url), Topology.load(), args.replication_factor)
+        connectors = ensure_connectors(rest, configs, check_only=args.check)
+        if args.wait > 0 and not args.check:
+            wait_running(rest, list(configs), args.wait)
+    except (PostgresError, ConnectorError, ConnectRestError, psycopg.Error, ValueError, OSError) as error:
+        _say(f"scheduler audit ensure: {error}")
+        return EXIT_ERROR
+    for name in report.created:
+        print(f"created  table {name}")
+    for name in report.ok:
+        print(f"ok       table {name}")
+    for difference in report.differences:
+        print(f"DIFFERS  table {difference}")
+    for name in connectors.created:
+        print(f"{'MISSING ' if args.check else 'created '} connector {name}")
+    for name in connectors.ok:
+        print(f"ok       connector {name}")
+    for name, keys in connectors.drifted.items():
+        print(f"{'DRIFTED ' if args.check else 'updated '} connector {name} ({', '.join(keys)})")
+    print(f"tables: {len(report.created)} created, {len(report.ok)} ok, {len(report.differences)} differing; "
+          f"connectors: {len(connectors.created)} {'missing' if args.check else 'created'}, {len(connectors.ok)} ok, "
+          f"{len(connectors.drifted)} {'drifted' if args.check else 'updated'} "
+          f"(prefix {prefix!r}, schema {tables.schema_name(prefix)!r}, connect {rest.url})")
+    if report.differences:
+        _say("Tables that differ were left unchanged; fix them by hand (docs/audit.md).")
+        return EXIT_DIFFERS
+    if args.check and (connectors.created or connectors.drifted):
+        return EXIT_DIFFERS
+    return 0
+
+
+def _pg_start(args: argparse.Namespace) -> int:
+    if os.environ.get(tables.DATABASE_URL_ENV):
+        _say(f"{tables.DATABASE_URL_ENV} is set: the ledger uses that database; no local PostgreSQL started")
+        print(os.environ[tables.DATABASE_URL_ENV])
+        return 0
+    try:
+        server = LocalPostgres(args.data_dir or default_data_dir(), args.port)
+        url = server.start()
+    except (PostgresError, OSError) as error:
+        _say(f"scheduler audit postgres: error: {error}")
+        return EXIT_ERROR
+    _say(f"PostgreSQL runs from {server.data_dir}, log {server.log_file}; stop it with `scheduler audit postgres stop`")
+    print(url, flush=True)
+    return 0
+
+
+def _pg_stop(args: argparse.Namespace) -> int:
+    return _with_server(args, _stop_server)
+
+
+def _pg_status(args: argparse.Namespace) -> int:
+    return _with_server(args, _print_status)
+
+
+def _with_server(args: argparse.Namespace, action: Callable[[LocalPostgres], int]) -> int:
+    try:
+        server = LocalPostgres(args.data_dir or default_data_dir())
+    except PostgresError as error:
+        _say(f"scheduler audit postgres: error: {error}")
+        return EXIT_ERROR
+    return action(server)
+
+
+def _stop_server(server: LocalPostgres) -> int:
+    was_running = server.is_running()
+    server.stop()
+    _say("PostgreSQL stopped" if was_running else f"no PostgreSQL was running from {server.data_dir}")
+    return 0
+
+
+def _print_status(server: LocalPostgres) -> int:
+    if not server.is_running():
+        print(f"stopped (data dir {server.data_dir})")
+        return EXIT_NOT_RUNNING
+    print(f"running url={server.url} data_dir={server.data_dir}")
+    return 0

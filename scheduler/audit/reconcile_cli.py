@@ -1,0 +1,97 @@
+"""`scheduler reconcile --tenant T --from A --to B [--schedule S] [--json]`: proves from the audit ledger
+that every occurrence the schedule versions called for in [A, B) was accounted for (docs/reconcile.md).
+
+Exit status: 0 nothing ABSENT or UNEXPECTED; 1 some (their ids are listed); 2 nothing could be
+reconciled - a bad argument (an instant without offset, from >= to), a tenant or schedule the ledger
+does not know, no database configured, an unreachable database or one without the ledger tables.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dateutil import parser as dateparser
+
+from scheduler.audit.report_format import document, summary
+from scheduler.config import Settings
+from scheduler.engine.instants import to_ms
+
+DATABASE_ENV = "AUDIT_DATABASE_URL"
+EXIT_OK, EXIT_FOUND, EXIT_UNUSABLE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Nothing was reconciled; the message says why."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("reconcile", help="check the audit ledger against the schedule versions",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--from", dest="from_", required=True, metavar="INSTANT",
+                        help="ISO-8601 instant with offset or Z (inclusive, on scheduled_for)")
+    parser.add_argument("--to", required=True, metavar="INSTANT", help="ISO-8601 instant (exclusive)")
+    parser.add_argument("--schedule", help="only this schedule id")
+    parser.add_argument("--json", action="store_true", help="one JSON document (docs/reconcile.md) on stdout")
+    parser.add_argument("--all", action="store_true", help="with --json: list every expected occurrence too")
+    parser.add_argument("--database-url", help=f"libpq URL or DSN of the ledger (default: ${DATABASE_ENV})")
+    parser.set_defaults(handler=run)
+
+
+def instant_ms(flag: str, text: str) -> int:
+    try:
+        value = dateparser.isoparse(text)
+    except (ValueError, OverflowError) as exc:
+        raise UsageError(f"{flag}: not an ISO-8601 instant: {text!r} ({exc})") from exc
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise UsageError(f"{flag}: an instant needs an offset or Z: {text!r}")
+    return to_ms(value)
+
+
+def _read(args: argparse.Namespace, prefix: str, from_ms: int, to_ms: int):
+    import psycopg  # the audit extra; imported here so the rest of the CLI works without it
+
+    from scheduler.audit.ledger_reader import LedgerError, LedgerReader
+
+    url = args.database_url or os.environ.get(DATABASE_ENV)
+    if not url:
+        raise UsageError(f"no audit database: set {DATABASE_ENV} or pass --database-url")
+    try:
+        with psycopg.connect(url, connect_timeout=10) as conn:
+            reader = LedgerReader(conn, prefix)
+            if reader.missing_tables():
+                raise LedgerError(f"the database has no ledger tables in schema {reader.schema!r} "
+                                  f"(prefix {prefix!r}): {', '.join(reader.missing_tables())}")
+            known = reader.schedules(args.tenant)
+            if not known:
+                raise UsageError(f"tenant {args.tenant!r} has no schedule in the ledger (schema {reader.schema!r})")
+            if args.schedule is not None and args.schedule not in known:
+                raise UsageError(f"schedule {args.schedule!r} of tenant {args.tenant!r} is not in the ledger")
+            return reader.schema, reader.read(args.tenant, from_ms, to_ms, args.schedule)
+    except LedgerError as exc:
+        raise UsageError(str(exc)) from exc
+    except psycopg.OperationalError as exc:
+        raise UsageError(f"cannot reach the audit database: {str(exc).strip()}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from scheduler.audit.reconcile import reconcile
+
+    try:
+        from_ms, to_ms = instant_ms("--from", args.from_), instant_ms("--to", args.to)
+        if from_ms >= to_ms:
+            raise UsageError(f"--from must be before --to ({args.from_} >= {args.to})")
+        schema, ledger = _read(args, Settings.from_env().topic_prefix, from_ms, to_ms)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    report = reconcile(ledger, from_ms, to_ms)
+    doc = document(report, tenant=args.tenant, schedule=args.schedule, from_ms=from_ms, to_ms=to_ms, schema=schema,
+                   every_occurrence=args.all)
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print("\n".join(summary(doc, report)))
+    return EXIT_OK if report.ok else EXIT_FOUND
