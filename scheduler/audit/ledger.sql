@@ -9,7 +9,7 @@ CREATE TABLE IF NOT EXISTS {schema}.schedule_versions (
     schedule_id text NOT NULL, tenant text NOT NULL, version bigint NOT NULL, state text NOT NULL,
     spec text NOT NULL, idempotency_key text, create_command_id text, created_at_ms bigint,
     updated_at_ms bigint, next_fire_ms bigint, fired_count bigint, pending text, running text,
-    admission_waiters text, first_next_fires_ms text,
+    admission_waiters text, first_next_fires_ms text, lost_attempts text,
     PRIMARY KEY (schedule_id, version)
 );
 CREATE INDEX IF NOT EXISTS schedule_versions_tenant ON {schema}.schedule_versions (tenant, schedule_id);
@@ -28,7 +28,7 @@ CREATE TABLE IF NOT EXISTS {schema}.dispatches (
     kafka_timestamp timestamptz,
     occurrence_id text NOT NULL, schedule_id text NOT NULL, tenant text NOT NULL, schedule_version bigint,
     scheduled_for_ms bigint, available_at_ms bigint, priority text, payload bytea, attempt integer,
-    dst_rule text, catch_up boolean,
+    dst_rule text, catch_up boolean, lease_ms bigint,
     PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset)
 );
 CREATE INDEX IF NOT EXISTS dispatches_tenant_time ON {schema}.dispatches (tenant, scheduled_for_ms);
@@ -48,7 +48,7 @@ CREATE TABLE IF NOT EXISTS {schema}.attempts (
     kafka_timestamp timestamptz,
     occurrence_id text, schedule_id text, tenant text, schedule_version bigint, scheduled_for_ms bigint,
     attempt integer, attempt_token text, kind text, retryable boolean, error_class text, error_message text,
-    worker_id text, at_ms bigint,
+    worker_id text, at_ms bigint, progress text,
     PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset)
 );
 CREATE INDEX IF NOT EXISTS attempts_tenant_time ON {schema}.attempts (tenant, scheduled_for_ms);
@@ -61,3 +61,9 @@ CREATE TABLE IF NOT EXISTS {schema}.dead_letters (
     PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset)
 );
 CREATE INDEX IF NOT EXISTS dead_letters_topic ON {schema}.dead_letters (kafka_topic);
+
+-- Columns of fields added to the records since a ledger was first created (schemas evolve by adding
+-- fields only, so adding their columns is the whole migration).
+ALTER TABLE {schema}.schedule_versions ADD COLUMN IF NOT EXISTS lost_attempts text;
+ALTER TABLE {schema}.dispatches ADD COLUMN IF NOT EXISTS lease_ms bigint;
+ALTER TABLE {schema}.attempts ADD COLUMN IF NOT EXISTS progress text;

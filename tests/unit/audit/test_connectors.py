@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
+from scheduler.audit import tables
 from scheduler.audit.connectors import ConnectorError, Database, render, topic_regex
 from scheduler.audit.tables import TABLES, column_type, expected_columns, schema_name
 from scheduler.topology import Topology
@@ -66,3 +68,19 @@ def test_columns_follow_the_ledger_contract() -> None:
     assert dispatches["payload"] == "bytea" and dispatches["scheduled_for_ms"] == "bigint"
     assert expected_columns(next(t for t in TABLES if t.name == "dead_letters"))["occurrence_id"] == "text"
     assert schema_name("T-1.x") == "t_1_x"
+
+
+def test_the_ddl_has_a_column_of_the_right_type_for_every_field_of_every_sunk_record() -> None:
+    """A field added to a schema needs its column in ledger.sql (created, and added to older ledgers), or the
+    sink of that table fails on every record."""
+    ddl = (Path(tables.__file__).parent / "ledger.sql").read_text()
+    spelled = {"timestamptz": "timestamp with time zone"}
+    for table in TABLES:
+        created = re.search(r"CREATE TABLE IF NOT EXISTS \{schema\}\.%s \((.*?)\n\);" % table.name, ddl, re.S)
+        assert created, table.name
+        columns = dict(re.findall(r"(?:^|,)\s*([a-z_]+) (text|integer|bigint|boolean|bytea|timestamptz)\b",
+                                  " ".join(created.group(1).split())))
+        columns.update(re.findall(r"ALTER TABLE \{schema\}\.%s ADD COLUMN IF NOT EXISTS ([a-z_]+) ([a-z]+);"
+                                  % table.name, ddl))
+        got = {name: spelled.get(kind, kind) for name, kind in columns.items()}
+        assert got == expected_columns(table), table.name
