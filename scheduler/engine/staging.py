@@ -92,8 +92,8 @@ class StagedPartition:
     start: bytes                   # the instant's first key
     end: bytes                     # after its last key
     cursor: bytes = field(init=False)  # the next key to look at
-    sent: list[tuple[bytes, bytes]] = field(default_factory=list)  # (timeline key, packed entry)
-    sent_keys: set[bytes] = field(default_factory=set)  # the keys of `sent`, for changes that would contradict it
+    sent: list[bytes] = field(default_factory=list)  # timeline keys produced so far, in key order
+    sent_keys: set[bytes] = field(default_factory=set)  # the same, for changes that would contradict it
     first_skipped: bytes | None = None  # the first entry left to ordinary dispatch
     done: bool = False
 
@@ -105,7 +105,7 @@ class StagedPartition:
         entry it left behind, else just past the last it sent."""
         if self.first_skipped is not None:
             return self.first_skipped
-        return self.sent[-1][0] + b"\x00" if self.sent else self.cursor
+        return self.sent[-1] + b"\x00" if self.sent else self.cursor
 
 
 @dataclass

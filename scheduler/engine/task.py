@@ -709,7 +709,7 @@ class SchedulerTask:
             part.cursor = key + b"\x00"
             _, overlap_policy, tenant = LocalEntry.head(raw)
             if accept(overlap_policy, tenant):
-                part.sent.append((key, raw))
+                part.sent.append(key)
                 part.sent_keys.add(key)
                 taken.append(LocalEntry.unpack(raw))
             elif part.first_skipped is None:
@@ -723,7 +723,7 @@ class SchedulerTask:
         scans skip them and start past them where nothing live lies in between."""
         written = self._staged_puts if self._staged is part else {}
         # Every sent entry is unchanged since staged: a change to one drops the stage (contradicts_stage).
-        self._sent_staged.update(key for key, _ in part.sent)
+        self._sent_staged.update(part.sent)
         low = min([part.resume_floor(), *written])
         if self._floor[DISPATCH] >= part.start:
             self._floor[DISPATCH] = max(self._floor[DISPATCH], low)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -181,6 +182,16 @@ class TopicReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def read_until_all(reader: TopicReader, expected: Iterable[str], until_ms: int) -> Counter[str]:
+    """Everything the reader gets until every expected id has come or `until_ms` has passed, plus 2 s for any
+    forbidden or duplicate occurrence to show; returns how often each occurrence id came."""
+    wanted = set(expected)
+    reader.until(lambda got: {r.record["occurrence_id"] for r in got} >= wanted,
+                 timeout=max(0.0, until_ms / 1000 - time.time()))
+    reader.poll(2.0)
+    return Counter(r.record["occurrence_id"] for r in reader.received)
 
 
 def occurrence_topics(prefix: str, tenants: Iterable[str]) -> list[str]:

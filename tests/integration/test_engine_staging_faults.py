@@ -11,17 +11,8 @@ from pathlib import Path
 import pytest
 
 from engine_harness import (BURST_TENANTS, STAGE_ARGS, Received, SchedulerProcess, TopicReader, create_burst,
-                            ensure_layout, occurrence_topics, wait_for_log)
+                            ensure_layout, occurrence_topics, read_until_all, wait_for_log)
 from scheduler.broker.local import LocalBroker, free_port
-
-
-def read_burst(reader: TopicReader, expected: dict[str, str], until_ms: int) -> Counter[str]:
-    """Everything the reader gets until every expected id has come or `until_ms` has passed, plus 2 s for any
-    duplicate to show; returns how often each occurrence id came."""
-    reader.until(lambda got: {r.record["occurrence_id"] for r in got} >= expected.keys(),
-                 timeout=max(0.0, until_ms / 1000 - time.time()))
-    reader.poll(2.0)
-    return Counter(r.record["occurrence_id"] for r in reader.received)
 
 
 def check_arrivals(received: list[Received], counts: Counter[str], expected: dict[str, str], due_ms: int,
@@ -54,7 +45,7 @@ def test_a_stage_whose_partitions_move_is_dropped_and_the_new_owner_sends_it(kaf
         dropped = f"dropping the staged burst due at {due_ms} (1450 occurrences): partitions"
         wait_for_log(a, dropped, due_ms / 1000 + 10)
         dropped_ms = int(time.time() * 1000)
-        counts = read_burst(reader, expected, due_ms + 30_000)
+        counts = read_until_all(reader, expected, due_ms + 30_000)
         assert b.owned_partitions(), "B never took partitions over:\n" + b.log_tail()
     finally:
         reader.close()
@@ -94,7 +85,7 @@ def test_a_broker_restart_with_a_stage_open_loses_nothing(private_broker: LocalB
         private_broker.stop()
         private_broker.start()
         restarted_ms = int(time.time() * 1000)
-        counts = read_burst(reader, expected, due_ms + 60_000)
+        counts = read_until_all(reader, expected, due_ms + 60_000)
         assert a.alive(), "the scheduler did not survive the broker restart:\n" + a.log_tail()
     finally:
         reader.close()

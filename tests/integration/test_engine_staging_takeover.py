@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine_harness import (BURST_TENANTS, STAGE_ARGS, SchedulerProcess, TopicReader, create_burst, ensure_layout,
-                            occurrence_topics, rfc3339, wait_for_log)
+                            occurrence_topics, read_until_all, rfc3339, wait_for_log)
 from scheduler.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
@@ -53,13 +53,6 @@ def change_staged(bootstrap: str, prefix: str, due_ms: int) -> tuple[set[str], d
     return never, {oid(sid, 2, due_ms + MOVED_BY_MS): "big" for sid in moved}
 
 
-def read_all(reader: TopicReader, expected: set[str], until_ms: int) -> Counter[str]:
-    reader.until(lambda got: {r.record["occurrence_id"] for r in got} >= expected,
-                 timeout=max(0.0, until_ms / 1000 - time.time()))
-    reader.poll(2.0)  # room for a forbidden or duplicate occurrence to show
-    return Counter(r.record["occurrence_id"] for r in reader.received)
-
-
 def check(reader: TopicReader, counts: Counter[str], burst: dict[str, str], never: set[str],
           moved: dict[str, str], due_ms: int, *processes: SchedulerProcess) -> None:
     logs = "\n".join(p.log_tail(40) for p in processes)
@@ -91,7 +84,7 @@ def test_changes_accepted_while_a_stage_holds_their_occurrences_drop_it_and_it_g
         wait_for_stage(a, due_ms)
         never, moved = change_staged(kafka_bootstrap, unique_prefix, due_ms)
         wait_for_log(a, "a change was accepted for an occurrence it holds", due_ms / 1000)
-        counts = read_all(reader, (burst.keys() - never) | moved.keys(), due_ms + MOVED_BY_MS + 30_000)
+        counts = read_until_all(reader, (burst.keys() - never) | moved.keys(), due_ms + MOVED_BY_MS + 30_000)
         assert f"committed the staged burst due at {due_ms}" in a.log_tail(10_000), "the burst was staged again"
     finally:
         reader.close()
@@ -127,7 +120,7 @@ def test_a_kill_with_a_stage_open_and_a_takeover_by_another_instance_sends_only_
         if wiped:
             shutil.rmtree(tmp_path / "b")
         b.start()
-        counts = read_all(reader, early | (burst.keys() - never) | moved.keys(), due_ms + MOVED_BY_MS + 40_000)
+        counts = read_until_all(reader, early | (burst.keys() - never) | moved.keys(), due_ms + MOVED_BY_MS + 40_000)
     finally:
         reader.close()
         for process in (a, b):

@@ -53,7 +53,7 @@ def test_shares_split_the_budget_over_partitions_still_staging_and_the_rate_is_m
     stage.partitions[1].done = True
     assert stage.shares(20_000) == {0: 6667, 2: 6667, 3: 6667}
     assert stage.rate_per_s() is None
-    stage.partitions[0].sent = [(b"k%d" % n, b"v") for n in range(3000)]
+    stage.partitions[0].sent = [b"k%d" % n for n in range(3000)]
     stage.completed_ms = T - 8_500
     assert stage.rate_per_s() == pytest.approx(2000)
 
