@@ -31,7 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
     run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
-                          "stage's lead, and with it how long other occurrences in its partitions wait")
+                          "stage's lead (its preparation in memory, which holds back nothing)")
+    run.add_argument("--stage-produce-rate", type=float, default=250_000.0,
+                     help="records/s a stage produces and flushes, assumed until a stage has measured it: it "
+                          "sets the first stage's produce window, during which other occurrences in its "
+                          "partitions wait for its commit")
     run.add_argument("--open-tenants", action="store_true",
                      help="take commands for any tenant name, creating its topics on first sight, with the "
                           "engine's default quotas (development, the demo); by default a tenant must be "
@@ -63,6 +67,7 @@ def _run(args: argparse.Namespace) -> int:
         dispatch_budget=args.dispatch_budget,
         stage_min=args.stage_min,
         stage_rate_per_s=args.stage_rate,
+        stage_produce_rate_per_s=args.stage_produce_rate,
         trigger_rate_per_s=args.trigger_rate,
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,

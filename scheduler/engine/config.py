@@ -51,6 +51,8 @@ class EngineConfig:
     stage_chunk: int = 20_000          # staged per turn, so commands keep flowing while a stage fills
     stage_max_lead_ms: int = 60_000
     stage_rate_per_s: float = 50_000.0  # first guess (measured 39,000-83,000/s on 2 cores); each stage measures anew
+    # Records a stage produces and flushes a second, until one has measured it: sets its produce window.
+    stage_produce_rate_per_s: float = 250_000.0
 
 
 def task_topics(topology: Topology, prefix: str) -> TaskTopics:

@@ -1,5 +1,6 @@
 """Running staged bursts (the policy is `staging.py`, the decision record ADR 0002): the stage producers,
-one per owned partition, and the one stage open at a time, filled between turns and committed at its instant.
+one per owned partition, and the one stage at a time, prepared in memory between turns during its lead,
+produced in its produce window and committed at its instant.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.engine import staging, timeline_keys
+from scheduler.engine import stage_records, staging, timeline_keys
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.staging import Stage, StagedPartition
@@ -25,8 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class StageRunner:
-    """Lives beside the turns' producer: a stage is begun, filled and committed between turns (no turn's
-    transaction is open then), and dropped when a turn would contradict it or its partitions move."""
+    """Lives beside the turns' producer: a stage is begun, prepared, produced and committed between turns
+    (no turn's transaction is open then), and dropped when a turn would contradict it or its partitions move."""
 
     def __init__(self, config: EngineConfig, producer_conf: Mapping[str, Any], tasks: dict[int, SchedulerTask],
                  trigger_limits: RateLimits, metrics: EngineMetrics, clock: Callable[[], float]) -> None:
@@ -39,7 +40,9 @@ class StageRunner:
         self.stagers: dict[int, TransactionalProducer] = {}
         self.stage: Stage | None = None
         self.rate_per_s = config.stage_rate_per_s
+        self.produce_rate_per_s = config.stage_produce_rate_per_s
         self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
+        self._nothing_at: int | None = None  # an instant whose stage found nothing stageable: not staged again
 
     @property
     def filling(self) -> bool:
@@ -60,17 +63,21 @@ class StageRunner:
         return self.stage is not None and any(task.contradicts_stage() for task in self.tasks.values())
 
     def step(self, now_ms: int) -> None:
-        """Between turns (no transaction open on the main producer): start, fill or commit the stage."""
+        """Between turns (no transaction open on the main producer): start, prepare, produce or commit the stage."""
         stage = self.stage
         if stage is None:
             burst = self._next_burst(now_ms)
             if burst is None:
                 return
             stage = self._begin(burst, now_ms)
-        if now_ms >= stage.due_ms:
-            self._commit()
+        if not stage.producing and staging.should_produce(stage.due_ms, stage.window_count(), now_ms,
+                                                          self.produce_rate_per_s):
+            self._produce(stage)
+        elif stage.producing:
+            if now_ms >= stage.due_ms:
+                self._commit()
         elif not stage.complete:
-            self._fill(stage)
+            self._prepare(stage)
 
     def _next_burst(self, now_ms: int) -> int | None:
         """The instant of a strict burst to stage now, if any. Every instant within the longest lead is
@@ -85,13 +92,14 @@ class StageRunner:
             for task in self.tasks.values():
                 counts.update(key[1:9] for key in task.store.keys_from("timeline", start, end))
             self._burst_counts = (now_ms, {timeline_keys.due_ms_of(DISPATCH + due): n for due, n in counts.items()})
-        return staging.choose(self._burst_counts[1], now_ms, self.config.stage_min, self.rate_per_s,
-                              self.config.stage_max_lead_ms)
+        counts = {due: n for due, n in self._burst_counts[1].items() if due != self._nothing_at}
+        return staging.choose(counts, now_ms, self.config.stage_min, self.rate_per_s, self.config.stage_max_lead_ms,
+                              self.produce_rate_per_s)
 
     def _conf(self, partition: int) -> dict[str, Any]:
         return {**self.producer_conf,
                 "transactional.id": staging.transactional_id(self.config.prefix, partition),
-                "transaction.timeout.ms": self.config.stage_max_lead_ms + self.config.transaction_timeout_ms,
+                "transaction.timeout.ms": staging.PRODUCE_MAX_MS + self.config.transaction_timeout_ms,
                 "queue.buffering.max.messages": 2_000_000}
 
     def _new_stager(self, partition: int) -> TransactionalProducer:
@@ -107,37 +115,75 @@ class StageRunner:
             self.stagers.update(zip(partitions, pool.map(self._new_stager, partitions)))
 
     def _begin(self, due_ms: int, now_ms: int) -> Stage:
-        producer_partition = min(self.tasks)
-        if producer_partition not in self.stagers:  # making one after a failed abort failed too
-            self.stagers[producer_partition] = self._new_stager(producer_partition)
-        self.stagers[producer_partition].begin()
+        """A stage in memory only: no transaction until its produce window."""
         first, end = staging.instant_range(due_ms)
-        stage = self.stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
-                                    producer_partition)
         counted = self._burst_counts[1].get(due_ms, 0) if self._burst_counts else 0
+        stage = self.stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
+                                    min(self.tasks), expected=counted)
         log.info("staging the burst due at %d (%d entries, %.1f s ahead)", due_ms, counted, (due_ms - now_ms) / 1000)
         return stage
 
-    def _fill(self, stage: Stage) -> None:
-        stager = self.stagers[stage.producer_partition]
+    def _refill(self, stage: Stage, task: SchedulerTask) -> Callable[[bytes], int]:
+        """A tenant's next block of tokens as of the instant, or NEVER for a tenant whose entries are decided
+        at dispatch (running slots) or that has no token left at the instant."""
+        def refill(raw_tenant: bytes) -> int:
+            tenant = raw_tenant.decode()
+            if not staging.stageable("ALLOW", task.slots.is_limited(tenant)):
+                return stage_records.NEVER
+            granted = self.trigger_limits.bucket(tenant).take(staging.TOKEN_BLOCK, stage.due_ms)
+            stage.tokens[tenant] += granted
+            return granted or stage_records.NEVER
+        return refill
+
+    def _prepare(self, stage: Stage) -> None:
+        started = time.perf_counter()
         for partition, share in stage.shares(self.config.stage_chunk).items():
             task = self.tasks[partition]
-
-            def accept(overlap_policy: str, tenant: str, task: SchedulerTask = task) -> bool:
-                if not staging.stageable(overlap_policy, task.slots.is_limited(tenant)):
-                    return False
-                if self.trigger_limits.bucket(tenant).take(1, stage.due_ms) == 0:
-                    return False
-                stage.tokens[tenant] += 1
-                return True
-
-            for entry in task.stage(stage.partitions[partition], share, accept):
-                stager.produce(entry.topic, entry.occurrence, entry.schedule_id.encode(), timestamp=stage.due_ms)
-        stager.raw.poll(0)
+            task.stage(stage.partitions[partition], share, stage.left, self._refill(stage, task),
+                       stage.prepared.setdefault(partition, {}))
+        stage.prepare_s += time.perf_counter() - started
         if stage.complete:
-            stage.completed_ms = int(self.clock() * 1000)
-            log.info("staged %d occurrences due at %d in %.1f s", stage.count, stage.due_ms,
-                     (stage.completed_ms - stage.started_ms) / 1000)
+            self._prepared(stage)
+
+    def _prepared(self, stage: Stage) -> None:
+        stage.completed_ms = int(self.clock() * 1000)
+        for tenant, n in staging.give_back(stage.left).items():
+            self.trigger_limits.bucket(tenant).tokens += n
+            stage.tokens[tenant] -= n
+        stage.left.clear()
+        log.info("staged %d occurrences due at %d in %.1f s (prepared in memory, %.3f s of work)", stage.count,
+                 stage.due_ms, (stage.completed_ms - stage.started_ms) / 1000, stage.prepare_s)
+
+    def _produce(self, stage: Stage) -> None:
+        """Begin the stage's transaction and produce everything prepared, largest partitions first; from here
+        on its partitions' readers wait for the commit at the instant."""
+        if not stage.complete:
+            stage.cut_short()
+            self._prepared(stage)
+        if stage.count == 0:  # all of it is decided at dispatch: no transaction for nothing
+            log.info("nothing of the burst due at %d can be staged", stage.due_ms)
+            self.stage, self._nothing_at = None, stage.due_ms
+            for task in self.tasks.values():
+                task.stage_dropped()
+            return
+        partition = stage.producer_partition
+        if partition not in self.stagers:  # making one after a failed abort failed too
+            self.stagers[partition] = self._new_stager(partition)
+        stager = self.stagers[partition]
+        started = time.perf_counter()
+        stage.produced_ms = int(self.clock() * 1000)
+        stager.begin()
+        stage_records.produce_all(stager.raw.produce, stager.raw.poll, stage_records.produce_order(stage.prepared),
+                                  stage.due_ms)
+        stage.prepared = {}
+        try:
+            stager.flush(self.config.transaction_timeout_ms / 1000)
+        except KafkaException as exc:
+            self.drop(f"its records were not delivered: {exc.args[0]}")
+            return
+        stage.produce_s = time.perf_counter() - started
+        log.info("produced the stage due at %d: %d occurrences in %.2f s, %d ms before it", stage.due_ms,
+                 stage.count, stage.produce_s, stage.due_ms - int(self.clock() * 1000))
 
     def _commit(self) -> None:
         stage = self.stage
@@ -149,16 +195,21 @@ class StageRunner:
         except KafkaException as exc:
             self.drop(f"its commit failed: {exc.args[0]}")
             return
+        commit_s = time.perf_counter() - started
         visible_ms = int(self.clock() * 1000)
         for partition, part in stage.partitions.items():
             self.tasks[partition].staged_sent(part)
-        rate = stage.rate_per_s()
-        if rate is not None:
-            self.rate_per_s = rate
+        for measured, attribute in ((stage.rate_per_s(), "rate_per_s"),
+                                    (stage.produce_rate_per_s(), "produce_rate_per_s")):
+            if measured is not None:
+                setattr(self, attribute, measured)
         self.stage = None
-        self.metrics.staged(stage.due_ms, visible_ms, stage.count, time.perf_counter() - started)
-        log.info("committed the staged burst due at %d: %d occurrences visible %d ms after it", stage.due_ms,
-                 stage.count, visible_ms - stage.due_ms)
+        self.metrics.staged(stage.due_ms, visible_ms, stage.count, commit_s)
+        work_s = stage.prepare_s + (stage.produce_s or 0.0) + commit_s
+        log.info("committed the staged burst due at %d: %d occurrences visible %d ms after it; its transaction "
+                 "was open %d ms; work: prepare %.3f s, produce %.3f s, commit %.3f s: %.0f occurrences/s",
+                 stage.due_ms, stage.count, visible_ms - stage.due_ms, visible_ms - (stage.produced_ms or visible_ms),
+                 stage.prepare_s, stage.produce_s or 0.0, commit_s, stage.count / max(work_s, 0.001))
 
     def drop(self, reason: str) -> None:
         """Abort the stage: its occurrences are still in the timeline and go the ordinary way."""
@@ -166,7 +217,7 @@ class StageRunner:
         if stage is None:
             return
         log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)
-        stager = self.stagers.get(stage.producer_partition)
+        stager = self.stagers.get(stage.producer_partition) if stage.producing else None
         try:
             if stager is not None:
                 stager.abort(30)

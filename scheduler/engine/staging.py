@@ -9,12 +9,14 @@ nothing before the commit and everything right after it. The staged records
 are durable before their instant; the commit at the instant only writes the
 transaction markers.
 
-The price: while a stage is open, a `read_committed` reader of a partition it
-has written cannot read past its first record there (the last stable offset),
-so other occurrences sent to those partitions in the meantime become visible
-at the commit as well. Staging therefore starts as late as the measured
-staging rate allows, and only for a burst larger than ordinary dispatch sends
-within a turn or two.
+The price: while a stage's transaction is open, a `read_committed` reader of a
+partition it has written cannot read past its first record there (the last
+stable offset), so other occurrences sent to those partitions in the meantime
+become visible at the commit as well. So a stage is prepared in memory during
+its lead (scan, tokens, the records cut out of the entries: no transaction) and
+its transaction is begun and produced only in a short produce window before the
+instant, sized from the measured produce rate of the previous stage
+(`produce_lead_ms`); occurrences due before that window are not held at all.
 
 What is not staged takes the ordinary path at the instant: tenants with a
 running-slot quota, schedules with an overlap policy (both are decided at
@@ -48,6 +50,10 @@ COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are cou
 MARGIN_MS = 1_000   # a burst closer than this is left to ordinary dispatch
 LEAD_SLACK_MS = 3_000  # added to every lead: time to commit, and a window wide enough not to be missed
 LEAD_FACTOR = 1.5   # the lead covers the staging time this many times over
+PRODUCE_FACTOR = 1.25  # the produce window covers the measured produce time this many times over
+PRODUCE_MARGIN_MS = 500  # added to every produce window: the first records' round trip, a loaded core
+PRODUCE_MAX_MS = 10_000  # the longest produce window: a larger burst is committed late rather than hold longer
+TOKEN_BLOCK = 4_096  # trigger-rate tokens a stage takes for a tenant at a time; what it does not use goes back
 
 
 def transactional_id(prefix: str, partition: int) -> str:
@@ -61,23 +67,45 @@ def instant_range(due_ms: int) -> tuple[bytes, bytes]:
     return lane_bound(DISPATCH, due_ms - 1), lane_bound(DISPATCH, due_ms)
 
 
-def lead_ms(count: int, rate_per_s: float, max_lead_ms: int) -> int:
-    """How long before its instant a burst of `count` must start staging to be done in time."""
-    return min(max_lead_ms, int(count / max(rate_per_s, 1.0) * 1000 * LEAD_FACTOR) + LEAD_SLACK_MS)
+def produce_lead_ms(count: int, produce_rate_per_s: float) -> int:
+    """How long before its instant a stage of `count` prepared records begins its transaction: long enough
+    to produce and flush them all at the measured rate, no longer, since every moment of it holds back the
+    readers of the partitions it writes."""
+    return min(PRODUCE_MAX_MS, int(count / max(produce_rate_per_s, 1.0) * 1000 * PRODUCE_FACTOR) + PRODUCE_MARGIN_MS)
 
 
-def should_start(due_ms: int, count: int, now_ms: int, minimum: int, rate_per_s: float, max_lead_ms: int) -> bool:
+def should_produce(due_ms: int, count: int, now_ms: int, produce_rate_per_s: float) -> bool:
+    """Whether a stage's produce window has come (its preparation stops there, what it missed goes the
+    ordinary way); `count` is what it has prepared, or what it expects while it is still preparing."""
+    return now_ms >= due_ms - produce_lead_ms(count, produce_rate_per_s)
+
+
+def lead_ms(count: int, rate_per_s: float, max_lead_ms: int, produce_ms: int = 0) -> int:
+    """How long before its instant a burst of `count` must start preparing to be done in time: its
+    preparation at `rate_per_s`, then its produce window (`produce_ms`)."""
+    return min(max_lead_ms, int(count / max(rate_per_s, 1.0) * 1000 * LEAD_FACTOR) + LEAD_SLACK_MS + produce_ms)
+
+
+def should_start(due_ms: int, count: int, now_ms: int, minimum: int, rate_per_s: float, max_lead_ms: int,
+                 produce_rate_per_s: float = float("inf")) -> bool:
     """Stage a burst once it is big enough and its instant is within the lead, not too close to make it."""
     if count < minimum or due_ms - now_ms <= MARGIN_MS:
         return False
-    return due_ms - now_ms <= lead_ms(count, rate_per_s, max_lead_ms)
+    produce_ms = produce_lead_ms(count, produce_rate_per_s)
+    return due_ms - now_ms <= lead_ms(count, rate_per_s, max_lead_ms, produce_ms)
 
 
-def choose(counts: dict[int, int], now_ms: int, minimum: int, rate_per_s: float, max_lead_ms: int) -> int | None:
+def choose(counts: dict[int, int], now_ms: int, minimum: int, rate_per_s: float, max_lead_ms: int,
+           produce_rate_per_s: float = float("inf")) -> int | None:
     """Of the strict entries counted per due instant, the earliest instant whose burst should start staging."""
     ready = [due for due, count in counts.items()
-             if should_start(due, count, now_ms, minimum, rate_per_s, max_lead_ms)]
+             if should_start(due, count, now_ms, minimum, rate_per_s, max_lead_ms, produce_rate_per_s)]
     return min(ready, default=None)
+
+
+def give_back(left: dict[bytes, int]) -> dict[str, int]:
+    """Tokens a stage took in blocks and did not use, per tenant, once its preparation ends."""
+    return {tenant.decode(): n for tenant, n in left.items() if n > 0}
 
 
 def stageable(overlap: str, concurrency_limited: bool) -> bool:
@@ -92,7 +120,7 @@ class StagedPartition:
     start: bytes                   # the instant's first key
     end: bytes                     # after its last key
     cursor: bytes = field(init=False)  # the next key to look at
-    sent: list[bytes] = field(default_factory=list)  # timeline keys produced so far, in key order
+    sent: list[bytes] = field(default_factory=list)  # timeline keys prepared so far, in key order
     sent_keys: set[bytes] = field(default_factory=set)  # the same, for changes that would contradict it
     first_skipped: bytes | None = None  # the first entry left to ordinary dispatch
     done: bool = False
@@ -115,7 +143,14 @@ class Stage:
     started_ms: int
     producer_partition: int  # whose stage producer holds the transaction
     tokens: Counter[str] = field(default_factory=Counter)  # trigger-rate tokens taken, per tenant
-    completed_ms: int | None = None
+    expected: int = 0  # strict entries counted at the instant when the stage began
+    completed_ms: int | None = None  # when its preparation ended
+    prepared: dict[int, dict[bytes, tuple[list[bytes], list[bytes]]]] = field(default_factory=dict)  # partition ->
+    # topic -> (values, keys): stage_records.prepare
+    left: dict[bytes, int] = field(default_factory=dict)  # tokens taken and not yet used, per tenant (bytes)
+    prepare_s: float = 0.0  # seconds of work preparing (not the wall time of the lead: turns run in between)
+    produce_s: float | None = None  # begin to flushed; None until its transaction is begun
+    produced_ms: int | None = None  # when the transaction was begun (from then on it holds back readers)
 
     @property
     def count(self) -> int:
@@ -131,8 +166,31 @@ class Stage:
         share = max(1, -(-budget // max(1, len(open_parts))))
         return {n: share for n in open_parts}
 
+    @property
+    def producing(self) -> bool:
+        return self.produced_ms is not None
+
     def rate_per_s(self) -> float | None:
-        """Occurrences staged per second of wall time, for the next stage's lead."""
+        """Occurrences prepared per second of wall time, for the next stage's lead."""
         if self.completed_ms is None or self.count == 0:
             return None
         return self.count / max(0.001, (self.completed_ms - self.started_ms) / 1000)
+
+    def produce_rate_per_s(self) -> float | None:
+        """Occurrences produced and flushed per second, for the next stage's produce window."""
+        if self.produce_s is None or self.count == 0:
+            return None
+        return self.count / max(0.001, self.produce_s)
+
+    def window_count(self) -> int:
+        """The records the produce window must cover: those prepared, or while preparing those expected."""
+        return self.count if self.complete else max(self.count, self.expected)
+
+    def cut_short(self) -> None:
+        """The produce window came before preparation ended: every partition stops where it is, and the
+        rest of the instant goes the ordinary way."""
+        for part in self.partitions.values():
+            if not part.done:
+                if part.first_skipped is None:
+                    part.first_skipped = part.cursor
+                part.done = True

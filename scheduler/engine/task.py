@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from scheduler.codec import DecodeError
-from scheduler.engine import leases, materialize, overlap, running_slots, timeline_keys
+from scheduler.engine import leases, materialize, overlap, running_slots, stage_records, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt, lease_ms
 from scheduler.engine.commands import MAX_BACKFILL, HOLDS_SLOT, Decision, admitted, decide, result_record
 from scheduler.engine.instants import to_datetime, to_ms
@@ -697,25 +697,14 @@ class SchedulerTask:
 
     # -- staged bursts (scheduler/engine/staging.py) ---------------------------------------
 
-    def stage(self, part: StagedPartition, share: int, accept: Callable[[str, str], bool]) -> list[LocalEntry]:
-        """Up to `share` more entries of a staged instant, those `accept(overlap, tenant)` lets through;
-        read from the committed store, which no turn changes while the runtime stages."""
+    def stage(self, part: StagedPartition, share: int, left: dict[bytes, int], refill: Callable[[bytes], int],
+              groups: dict[bytes, tuple[list[bytes], list[bytes]]]) -> None:
+        """Prepare up to `share` more entries of a staged instant into `groups` (stage_records.prepare); read
+        from the committed store: a turn's change to one of them drops the stage (contradicts_stage)."""
         if self._staged is None:
             self._staged, self._staged_puts = part, {}
-        taken: list[LocalEntry] = []
-        for scanned, (key, raw) in enumerate(self.store.items_from("timeline", part.cursor, part.end)):
-            if scanned == share:
-                return taken
-            part.cursor = key + b"\x00"
-            _, overlap_policy, tenant = LocalEntry.head(raw)
-            if accept(overlap_policy, tenant):
-                part.sent.append(key)
-                part.sent_keys.add(key)
-                taken.append(LocalEntry.unpack(raw))
-            elif part.first_skipped is None:
-                part.first_skipped = key
-        part.done = True
-        return taken
+        stage_records.prepare(self.store.items_from("timeline", part.cursor, part.end), part, share, left, refill,
+                              groups)
 
     def staged_sent(self, part: StagedPartition) -> None:
         """The stage's commit made these entries visible. They are deleted here later, a chunk a turn

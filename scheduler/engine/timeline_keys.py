@@ -79,6 +79,7 @@ def wake_schedule_id(key: bytes) -> str:
 
 _OVERLAP_CODES = {"ALLOW": 0, "SKIP_IF_RUNNING": 1, "QUEUE_ONE": 2}
 _OVERLAP_NAMES = {code: name for name, code in _OVERLAP_CODES.items()}
+PLAIN_OVERLAP = _OVERLAP_CODES["ALLOW"]  # the packed code of an entry with no overlap policy (staging reads it raw)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,10 @@ TOPOLOGY = Topology.load()
 # Staged bursts (docs/decisions/0002-staged-bursts.md) at test size: `create_burst` makes 1,450 stageable entries.
 BURST_TENANTS = ["big", "small1", "small2", "guarded"]
 STAGE_ARGS = ("--stage-min", "500")
+# A first guess of 500 produced/s makes the produce window of 1,450 records about 4 s (not 0.5): long enough for a
+# test to act while the stage's transaction is open (a stage is in memory only until its produce window).
+OPEN_STAGE_ARGS = (*STAGE_ARGS, "--stage-produce-rate", "500")
+PRODUCED = "produced the stage due at"
 
 
 @dataclass

@@ -7,14 +7,14 @@ import time
 
 import pytest
 
-from engine_harness import (BURST_TENANTS, STAGE_ARGS, SchedulerProcess, TopicReader, create_burst, ensure_layout,
-                            occurrence_topics, wait_for_log)
+from engine_harness import (BURST_TENANTS, OPEN_STAGE_ARGS, PRODUCED, SchedulerProcess, TopicReader, create_burst,
+                            ensure_layout, occurrence_topics, wait_for_log)
 
 
 @pytest.fixture
 def staging_process(kafka_bootstrap, unique_prefix, tmp_path):
     ensure_layout(kafka_bootstrap, unique_prefix, BURST_TENANTS)
-    process = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", STAGE_ARGS).start()
+    process = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", OPEN_STAGE_ARGS).start()
     yield process
     if process.alive():
         process.terminate()
@@ -29,6 +29,9 @@ def test_a_burst_is_produced_ahead_invisibly_and_committed_at_its_instant(kafka_
     uncommitted = TopicReader(kafka_bootstrap, topics, "Occurrence", isolation="read_uncommitted")
     try:
         wait_for_log(staging_process, "staged 1450 occurrences", due_ms / 1000)
+        assert PRODUCED not in staging_process.log_tail(400), "produced before its window"
+        assert uncommitted.poll(0.5) == [], "a prepared stage writes nothing before its produce window"
+        wait_for_log(staging_process, PRODUCED, due_ms / 1000)
         ahead = uncommitted.until(lambda got: len(got) >= 1450, timeout=max(0.1, due_ms / 1000 - time.time() - 0.5))
         assert time.time() * 1000 < due_ms, "the stage was not written ahead of its instant"
         assert len(ahead) == 1450 and {expected[r.record["occurrence_id"]] for r in ahead} == {"big", "small1",
@@ -51,12 +54,12 @@ def test_a_burst_is_produced_ahead_invisibly_and_committed_at_its_instant(kafka_
 def test_a_process_killed_with_its_stage_open_loses_nothing(kafka_bootstrap, unique_prefix, tmp_path):
     ensure_layout(kafka_bootstrap, unique_prefix, BURST_TENANTS)
     state = tmp_path / "state"
-    # 1,450 stageable entries make a lead of about 3 s: the kill lands after staging, before the commit.
-    first = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", STAGE_ARGS).start()
+    # 1,450 stageable entries make a produce window of about 4 s: the kill lands with the transaction open.
+    first = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", OPEN_STAGE_ARGS).start()
     try:
         due_ms = (math.ceil(time.time()) + 25) * 1000
         expected = create_burst(kafka_bootstrap, unique_prefix, due_ms)
-        wait_for_log(first, "staged 1450 occurrences", due_ms / 1000)
+        wait_for_log(first, PRODUCED, due_ms / 1000)
         first.kill()
     finally:
         if first.alive():
@@ -64,7 +67,7 @@ def test_a_process_killed_with_its_stage_open_loses_nothing(kafka_bootstrap, uni
     assert time.time() * 1000 < due_ms, "the kill came after the instant"
     topics = occurrence_topics(unique_prefix, BURST_TENANTS)
     reader = TopicReader(kafka_bootstrap, topics, "Occurrence")
-    second = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", STAGE_ARGS).start()
+    second = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", OPEN_STAGE_ARGS).start()
     try:
         got = reader.until(lambda got: len({r.record["occurrence_id"] for r in got}) >= len(expected), timeout=90)
         reader.poll(2.0)
@@ -75,5 +78,5 @@ def test_a_process_killed_with_its_stage_open_loses_nothing(kafka_bootstrap, uni
     assert set(ids) == set(expected), second.log_tail()
     assert len(ids) == len(set(ids)), "the aborted stage's records must stay invisible"
     assert min(r.seen_ms for r in got) >= due_ms
-    # The restart aborted the stage at once; left open it would hold the readers until its 90 s timeout.
+    # The restart aborted the stage at once; left open it would hold the readers until its 20 s timeout.
     assert max(r.seen_ms for r in got) < due_ms + 30_000

@@ -1,7 +1,7 @@
 """Staged bursts: the pure decisions, and a task's part over a real RocksDB store (no Kafka)."""
 import pytest
 
-from scheduler.engine import staging
+from scheduler.engine import stage_records, staging
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
 from scheduler.engine.task import SchedulerTask, TaskTopics
@@ -70,13 +70,23 @@ def make_task(tmp_path, entries: dict[bytes, bytes]) -> SchedulerTask:
                          partitions=1)
 
 
+def prepare(task: SchedulerTask, part: StagedPartition, share: int, grant: int = 10**9,
+            groups: dict | None = None) -> list[bytes]:
+    """The task prepares `share` more entries with `grant` tokens for every tenant; returns the schedule ids
+    of the records prepared by this call, in order."""
+    groups = {} if groups is None else groups
+    before = {topic: len(keys) for topic, (_, keys) in groups.items()}
+    task.stage(part, share, {}, lambda tenant: grant, groups)
+    return [key.decode() for topic, (_, keys) in groups.items() for key in keys[before.get(topic, 0):]]
+
+
 def staged_task(tmp_path, n: int) -> tuple[SchedulerTask, StagedPartition, list[bytes]]:
     """A task with `n` plain entries due at T, all staged."""
     keys = [occurrence_key(DISPATCH, T, f"s{i:04d}", T) for i in range(n)]
     task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
     assert task.next_due_ms(DISPATCH) == T  # as every turn asks: the scan's floor moves to the first entry
     part = StagedPartition(*instant_range(T))
-    task.stage(part, n + 1, lambda overlap, tenant: True)
+    prepare(task, part, n + 1)
     return task, part, keys
 
 
@@ -95,12 +105,13 @@ def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dis
     task = make_task(tmp_path, {**at_t, before: entry("acme", "early"), after: entry("acme", "later")})
     assert task.next_due_ms(DISPATCH) == T - 1000
     part = StagedPartition(*instant_range(T))
-    accept = lambda overlap, tenant: staging.stageable(overlap, False)  # noqa: E731
-    first = task.stage(part, 4, accept)
-    assert [e.schedule_id for e in first] == ["s000", "s001", "s002", "s003"] and not part.done
-    rest = task.stage(part, 100, accept)
+    groups: dict = {}
+    first = prepare(task, part, 4, groups=groups)
+    assert first == ["s000", "s001", "s002", "s003"] and not part.done
+    rest = prepare(task, part, 100, groups=groups)
     assert part.done
-    assert sorted(e.schedule_id for e in first + rest) == [f"s{n:03d}" for n in range(10)]
+    assert sorted(first + rest) == [f"s{n:03d}" for n in range(10)]
+    assert groups[b"occ.acme"][0] == [b"body"] * 10, "the record's value is the occurrence, cut out of the entry"
     assert part.first_skipped == guarded
 
     # The early entry is dispatched the ordinary way meanwhile; then the stage commits at T.
@@ -204,12 +215,107 @@ def test_an_entry_rewritten_before_the_stage_reached_it_is_sent_once(tmp_path):
     task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
     assert task.next_due_ms(DISPATCH) == T
     part = StagedPartition(*instant_range(T))
-    assert len(task.stage(part, 1, lambda overlap, tenant: True)) == 1
+    assert len(prepare(task, part, 1)) == 1
     newer = entry("acme", "s2-v2")
     put(task, keys[2], newer)  # a turn between two staging chunks
     task.committed({})
-    rest = task.stage(part, 10, lambda overlap, tenant: True)
-    assert [e.schedule_id for e in rest] == ["s1", "s2-v2"], "the stage read the new version"
+    rest = prepare(task, part, 10)
+    assert rest == ["s1", "s2-v2"], "the stage read the new version"
     task.staged_sent(part)
     assert list(task.due(DISPATCH, T)) == [], "the new version went with the stage, not again"
     task.store.close()
+
+
+# -- the produce window (prepare in memory during the lead, produce at its end) -----------------------------
+
+
+def test_the_produce_window_covers_the_measured_produce_time_and_a_margin_and_is_capped():
+    assert staging.produce_lead_ms(0, 250_000) == staging.PRODUCE_MARGIN_MS
+    assert staging.produce_lead_ms(500_000, 250_000) == int(2000 * staging.PRODUCE_FACTOR) + staging.PRODUCE_MARGIN_MS
+    assert staging.produce_lead_ms(50_000_000, 250_000) == staging.PRODUCE_MAX_MS
+    assert staging.produce_lead_ms(10, 0) == staging.PRODUCE_MAX_MS, "no measured rate: the longest window"
+
+
+@pytest.mark.parametrize("until_due_ms, produced", [
+    (10_000, False),  # preparing: nothing is produced, nothing held back
+    (3_001, False),
+    (3_000, True),    # 500,000 at 250,000/s: 2 s x 1.25 + 0.5 s
+    (0, True),
+    (-5_000, True),   # past the instant and not produced: produce now, committed late
+])
+def test_a_stage_produces_only_within_its_window(until_due_ms, produced):
+    assert staging.should_produce(T, 500_000, T - until_due_ms, 250_000) is produced
+
+
+def test_the_lead_now_includes_the_produce_window():
+    window = staging.produce_lead_ms(300_000, 300_000)
+    assert lead_ms(300_000, 30_000, 60_000, window) == 15_000 + LEAD_SLACK_MS + window
+    assert should_start(T, 300_000, T - (15_000 + LEAD_SLACK_MS + window), 40_000, 30_000, 60_000, 300_000)
+    assert not should_start(T, 300_000, T - (15_000 + LEAD_SLACK_MS + window) - 1, 40_000, 30_000, 60_000, 300_000)
+
+
+def test_the_window_is_sized_by_what_was_expected_until_preparation_ends():
+    first, end = instant_range(T)
+    stage = Stage(T, {0: StagedPartition(first, end)}, started_ms=T - 10_000, producer_partition=0, expected=1000)
+    stage.partitions[0].sent = [b"k"] * 10
+    assert stage.window_count() == 1000
+    stage.partitions[0].done = True
+    assert stage.window_count() == 10
+    stage.produce_s = 0.5
+    assert stage.produce_rate_per_s() == pytest.approx(20)
+
+
+def test_a_stage_cut_short_by_its_window_leaves_the_rest_to_ordinary_dispatch(tmp_path):
+    keys = [occurrence_key(DISPATCH, T, f"s{i:04d}", T) for i in range(6)]
+    task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
+    assert task.next_due_ms(DISPATCH) == T
+    stage = Stage(T, {0: StagedPartition(*instant_range(T))}, started_ms=T - 5000, producer_partition=0)
+    part = stage.partitions[0]
+    assert prepare(task, part, 2) == ["s0", "s1"]
+    stage.cut_short()
+    assert stage.complete and part.first_skipped == keys[1] + b"\x00"
+    task.committed({})
+    task.staged_sent(part)
+    assert [key for key, _ in task.due(DISPATCH, T)] == keys[2:], "what the stage missed goes the ordinary way"
+    task.store.close()
+
+
+def test_tokens_are_taken_a_block_at_a_time_and_a_tenant_without_any_is_left_to_dispatch(tmp_path):
+    keys = {occurrence_key(DISPATCH, T, f"s{i:04d}", T): entry("acme" if i % 2 else "tiny", f"s{i}")
+            for i in range(10)}
+    task = make_task(tmp_path, keys)
+    asked: list[bytes] = []
+
+    def refill(tenant: bytes) -> int:
+        asked.append(tenant)
+        return 2 if tenant == b"acme" and asked.count(b"acme") <= 2 else stage_records.NEVER
+
+    part = StagedPartition(*instant_range(T))
+    groups: dict = {}
+    left: dict = {}
+    task.stage(part, 100, left, refill, groups)
+    assert [k.decode() for k in groups[b"occ.acme"][1]] == ["s1", "s3", "s5", "s7"], "two blocks of two tokens"
+    assert b"occ.tiny" not in groups and asked.count(b"tiny") == 1, "NEVER is asked once per tenant"
+    assert asked.count(b"acme") == 3 and left == {b"acme": stage_records.NEVER, b"tiny": stage_records.NEVER}
+    assert part.first_skipped == sorted(keys)[0]
+    assert staging.give_back({b"acme": 3, b"tiny": stage_records.NEVER, b"x": 0}) == {"acme": 3}
+    task.store.close()
+
+
+def test_records_are_produced_partition_by_partition_the_largest_first():
+    prepared = {0: {b"big.p": ([b"v"] * 5, [b"k"] * 5), b"s1.p": ([b"v"], [b"k"])}, 1: {b"s2.p": ([b"v"] * 2, [b"k"] * 2)}}
+    order = stage_records.produce_order(prepared)
+    assert [(topic, len(values)) for topic, values, _ in order] == [("big.p", 5), ("s2.p", 2), ("s1.p", 1)]
+    produced: list[tuple] = []
+    full = [3]  # the local queue refuses the fourth record once
+
+    def produce(topic, value, key, timestamp):
+        if len(produced) == full[0]:
+            full[0] = -1
+            raise BufferError
+        produced.append((topic, key, timestamp))
+
+    polls: list[float] = []
+    stage_records.produce_all(produce, polls.append, order, T)
+    assert [t for t, _, _ in produced] == ["big.p"] * 5 + ["s2.p"] * 2 + ["s1.p"], "none lost, none twice"
+    assert {ts for _, _, ts in produced} == {T} and 0.05 in polls

@@ -1,0 +1,92 @@
+"""A stage's records, prepared in memory during its lead and produced only in its last moments (ADR 0002).
+
+Preparing is the per-occurrence Python work: scan the instant's timeline entries, let through those the
+tenant's trigger-rate tokens allow, and cut each packed entry (`timeline_keys.LocalEntry`) into the
+record's topic, key and value. It opens no transaction, so it holds back no reader however long it
+takes. The hot loop makes no per-entry object beyond the two slices the record needs (no `LocalEntry`,
+no decoded strings) and asks for tokens a block at a time, so one tenant's burst costs a few dict
+operations an entry.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from scheduler.engine.staging import StagedPartition
+from scheduler.engine.timeline_keys import PLAIN_OVERLAP
+
+# One (topic, partition) of a stage: the records' values and keys, in timeline order.
+Group = tuple[list[bytes], list[bytes]]
+NEVER = -1  # a tenant's allowance when none of its entries may be staged (running-slot quota, no tokens)
+
+
+def prepare(items: Iterable[tuple[bytes, bytes]], part: StagedPartition, share: int, left: dict[bytes, int],
+            refill: Callable[[bytes], int], groups: dict[bytes, Group]) -> int:
+    """Take up to `share` more entries of the instant from `items` (the timeline from `part.cursor`),
+    appending those let through to `groups` (topic bytes -> values, keys). `left` holds each tenant's
+    remaining allowance (tenant bytes -> tokens); `refill(tenant)` grants the next block or NEVER.
+    Returns how many entries were scanned."""
+    sent, sent_keys = part.sent, part.sent_keys
+    scanned = 0
+    last = None
+    for key, raw in items:
+        if scanned == share:
+            break
+        scanned += 1
+        last = key
+        end = 11 + (raw[9] << 8 | raw[10])
+        tenant = raw[11:end]
+        allowed = left.get(tenant, 0)
+        if allowed == 0 and raw[8] == PLAIN_OVERLAP:
+            allowed = left[tenant] = refill(tenant)
+        if allowed <= 0 or raw[8] != PLAIN_OVERLAP:  # decided at dispatch, against what runs then
+            if part.first_skipped is None:
+                part.first_skipped = key
+            continue
+        left[tenant] = allowed - 1
+        start = end + 2
+        end = start + (raw[end] << 8 | raw[end + 1])
+        schedule_id = raw[start:end]
+        start = end + 2
+        end = start + (raw[end] << 8 | raw[end + 1])
+        topic = raw[start:end]
+        end += 2 + (raw[end] << 8 | raw[end + 1])  # past the occurrence id: the value carries it
+        group = groups.get(topic)
+        if group is None:
+            group = groups[topic] = ([], [])
+        group[0].append(raw[end + 4:])
+        group[1].append(schedule_id)
+        sent.append(key)
+        sent_keys.add(key)
+    else:
+        part.done = True
+    if last is not None:
+        part.cursor = last + b"\x00"
+    return scanned
+
+
+def produce_order(prepared: dict[int, dict[bytes, Group]]) -> list[tuple[str, list[bytes], list[bytes]]]:
+    """(topic, values, keys) per occurrence partition, the largest first. A stage holds back a partition's
+    readers from its first record there until the commit, and occurrence partition p is schedule partition
+    p (both by murmur2 of the schedule id, 8 of each), so producing one partition's records together and the
+    small ones last holds the many small partitions (the small tenants') for the shortest time."""
+    groups = [(topic.decode(), values, keys) for by_topic in prepared.values()
+              for topic, (values, keys) in by_topic.items()]
+    groups.sort(key=lambda group: len(group[1]), reverse=True)
+    return groups
+
+
+def produce_all(produce: Callable[..., None], poll: Callable[[float], object],
+                groups: list[tuple[str, list[bytes], list[bytes]]], timestamp_ms: int) -> None:
+    """Produce every prepared record with the instant as its timestamp; a full local queue waits for room."""
+    for topic, values, keys in groups:
+        n = len(values)
+        i = 0
+        while i < n:
+            try:
+                for i in range(i, n):  # noqa: B020 -- resumes at the record the full queue refused
+                    produce(topic, values[i], keys[i], timestamp=timestamp_ms)
+                i = n
+            except BufferError:
+                poll(0.05)
+        poll(0)
+
