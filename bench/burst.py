@@ -16,7 +16,6 @@ import multiprocessing as mp
 import os
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -34,6 +33,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+import bystanders as around
+from children import detach, interruptible, stop_child, stop_group, uninterrupted
 from scheduler.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.client import SchedulerClient, make_spec
@@ -53,7 +54,6 @@ LARGE = "big"
 CALIBRATION_TENANT = "calib"
 IDLE_TENANT = "idle"
 TXN_RECORDS = EngineConfig.dispatch_budget  # the engine's default: one transaction per loop turn at full load
-BYSTANDER_S = 20  # bystanders are due in this many seconds before T, inside a staged burst's lead
 # The header of each record the reader writes: seen_ms, kafka timestamp, topic index, value length.
 _FRAME = struct.Struct(">qqHI")
 
@@ -104,7 +104,10 @@ def occurrence_topics(prefix: str, tenants: list[str]) -> list[str]:
 
 
 def read_occurrences(bootstrap: str, topics: list[str], out_path: str, counter: Any, stop: Any) -> None:
-    """Append every committed record with the wall time it was received; decoding waits until later."""
+    """Append every committed record with the wall time it was received; decoding waits until later. In
+    its own process group, so a terminal's Ctrl-C reaches the bench alone, which stops it; it also stops by
+    itself should the bench die without doing so."""
+    parent = detach()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-reader-{uuid.uuid4()}",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "fetch.wait.max.ms": 20, "log_level": 3})
@@ -113,7 +116,7 @@ def read_occurrences(bootstrap: str, topics: list[str], out_path: str, counter: 
     consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t in topics for p in metadata[t].partitions])
     pack = _FRAME.pack
     with open(out_path, "wb") as out:
-        while not stop.is_set():
+        while not stop.is_set() and os.getppid() == parent:
             messages = consumer.consume(20_000, timeout=0.05)
             seen = time.time_ns() // 1_000_000
             chunks = []
@@ -138,6 +141,7 @@ def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], du
     before the clock starts, since the engine also encodes them ahead of time (at materialization).
     In tenant order a transaction touches few partitions; `interleaved` takes the tenants in turn, as
     the engine's fair dispatch does, so each transaction touches every tenant's partitions."""
+    detach()
     codec = Codec.default()
     scheduled_for = datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc)
     per_tenant: list[list[tuple[str, bytes, bytes]]] = []
@@ -192,6 +196,14 @@ def produce_ceiling(bootstrap: str, prefix: str, plan: list[tuple[str, int]], du
                 "redone": redone, "value_bytes": sum(len(r[2]) for r in records) / max(1, len(records))})
 
 
+def warm_transactions(bootstrap: str) -> None:
+    """A fresh broker creates its transaction state topic (50 partitions) for the first transactional producer;
+    on the loaded 2-core machine that can outlast the engine's 30 s `init_transactions`, so wait for it here."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-warm-{uuid.uuid4().hex[:8]}",
+                         "log_level": 3})
+    producer.init_transactions(180)
+
+
 def wait_result(queue: Any, child: Any, what: str) -> Any:
     """The child's result, or an error as soon as it dies without one (a failed transaction, say)."""
     while True:
@@ -218,7 +230,7 @@ class BurstConfig:
     profile: bool
     extra_engine_args: list[str] = field(default_factory=list)
     idle: int = 0                # schedules due beyond the horizon, loaded before the burst
-    bystanders_per_s: int = 0    # ordinary one-shots due each second of the BYSTANDER_S before T
+    bystanders_per_s: int = 0    # ordinary one-shots due in each second around T (bench/bystanders.py)
     measure_state: bool = False  # state bytes per schedule and restore time from the changelog
 
 
@@ -247,7 +259,7 @@ class Engine:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "run", "--instance-id", "bench", "--open-tenants", "--state-dir",
              str(workdir / "state"), *args],
-            cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
+            cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
     def wait_assigned(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
@@ -263,13 +275,7 @@ class Engine:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_group(self.proc, 30)
 
 
 def create_all(client: SchedulerClient, plan: list[tuple[str, str]], due_ms: int, window_ms: int,
@@ -293,28 +299,6 @@ def create_all(client: SchedulerClient, plan: list[tuple[str, str]], due_ms: int
                  f"accepted, {(first + chunk) / (time.monotonic() - started):,.0f}/s")
     end_progress()
     return time.monotonic() - started
-
-
-def create_bystanders(client: SchedulerClient, config: BurstConfig, schedule_owner: list[str],
-                      due_ms: int) -> dict[str, tuple[str, int]]:
-    """Small ordinary one-shots due in the seconds before T, in the small tenants' topics.
-
-    A staged burst's open transaction holds back every `read_committed` reader of the partitions it
-    wrote (ADR 0002): these measure that price on occurrences that are not part of the burst."""
-    small = sorted(set(schedule_owner) - {LARGE})
-    if not config.bystanders_per_s or not small:
-        return {}
-    first_s = max(due_ms // 1000 - BYSTANDER_S, math.ceil(time.time()) + 5)
-    plan = [(f"bystander-{second}-{n}", small[(second * config.bystanders_per_s + n) % len(small)], second * 1000)
-            for second in range(first_s, due_ms // 1000) for n in range(config.bystanders_per_s)]
-    ids = [client.send("CREATE", sid, tenant, spec=make_spec("once", rfc3339(at_ms), priority=PRIORITY,
-                                                              payload=PAYLOAD))
-           for sid, tenant, at_ms in plan]
-    rejected = [r for r in client.wait(ids, timeout_s=120).values() if r["status"] != "ACCEPTED"]
-    if rejected:
-        raise RuntimeError(f"{len(rejected)} bystander creates rejected, e.g. {rejected[0]}")
-    return {occurrence_id(sid, 1, datetime.fromtimestamp(at_ms / 1000, tz=timezone.utc)): (tenant, at_ms)
-            for sid, tenant, at_ms in plan}
 
 
 def scrape(port: int) -> dict[str, float]:
@@ -382,19 +366,26 @@ def measure_state(bootstrap: str, prefix: str, workdir: Path, engine: Engine, en
 
 
 def run(config: BurstConfig) -> BurstResult:
+    """One run; Ctrl-C or SIGTERM at any point stops what it started (bench/children.py)."""
+    with interruptible():
+        return _run(config)
+
+
+def _run(config: BurstConfig) -> BurstResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"bench-{config.name}-"))
     broker = None
     bootstrap = config.bootstrap or os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        broker = LocalBroker(workdir / "kafka", port=free_port(), controller_port=free_port())
-        print(f"starting a local broker in {workdir / 'kafka'}", file=sys.stderr)
-        bootstrap = broker.start()
     engine = None
     profiler = None
     reader = None
     stop = None
+    children: list[Any] = []  # multiprocessing children besides the reader (the ceilings)
     prefix: str | None = None
     try:
+        if not bootstrap:
+            broker = LocalBroker(workdir / "kafka", port=free_port(), controller_port=free_port())
+            print(f"starting a local broker in {workdir / 'kafka'}", file=sys.stderr)
+            bootstrap = broker.start()
         prefix = f"{config.name}{uuid.uuid4().hex[:6]}"
         schedule_owner = owners(config.count, config.tenants, config.large_share)
         tenants = list(dict.fromkeys([LARGE, *sorted(set(schedule_owner))]))
@@ -407,6 +398,7 @@ def run(config: BurstConfig) -> BurstResult:
         horizon_s = max(3600.0, (config.lead_s or 0) + config.window_ms / 1000 + 600)
         metrics_port = free_port()
         engine_args = ["--horizon", str(horizon_s), "--metrics-port", str(metrics_port), *config.extra_engine_args]
+        warm_transactions(bootstrap)
         engine = Engine(bootstrap, prefix, workdir, engine_args)
         engine.wait_assigned()
 
@@ -444,7 +436,7 @@ def run(config: BurstConfig) -> BurstResult:
                   file=sys.stderr)
             plan = [(f"{config.name}-{n:07d}", tenant) for n, tenant in enumerate(schedule_owner)]
             load_s = create_all(client, plan, due_ms, config.window_ms, "create")
-            bystanders = create_bystanders(client, config, schedule_owner, due_ms)
+            bystanders = around.create(client, tenants, due_ms, config.bystanders_per_s, PRIORITY, PAYLOAD)
         loaded_ms = now_ms()
         if loaded_ms > due_ms - 1000:
             raise RuntimeError(f"loading ended {loaded_ms - due_ms} ms after T-1s: pass a larger --lead")
@@ -460,14 +452,14 @@ def run(config: BurstConfig) -> BurstResult:
         deadline = due_ms / 1000 + span_s + max(120.0, config.count / 2000)
         while counter.value < config.count + len(bystanders) and time.time() < deadline:
             until_t = due_ms / 1000 - time.time()
-            if config.profile and profiler is None and until_t < 1.0:
-                # From just before T until dispatch ends: the idle wait before T would only dilute it.
-                duration = int(max(5, span_s + 5 + config.count / 10_000))
+            if config.profile and profiler is None:
+                # From the end of loading until dispatch ends: the stage is prepared and produced before T.
+                duration = int(max(5, until_t + span_s + 5 + config.count / 10_000))
                 profiler = subprocess.Popen(
                     [str(Path(sys.executable).parent / "py-spy"), "record", "--pid", str(engine.proc.pid),
                      "--rate", "50", "--format", "raw", "--duration", str(duration),
                      "-o", str(workdir / "profile.txt")],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
             note = f"T{'-' if until_t > 0 else '+'}{abs(until_t):.1f}s"
             progress("dispatch", min(counter.value, config.count), config.count, note)
             time.sleep(0.2)
@@ -489,6 +481,7 @@ def run(config: BurstConfig) -> BurstResult:
             queue = ctx.Queue()
             ceiling = ctx.Process(target=produce_ceiling, args=(bootstrap, prefix, ceiling_plan, due_ms,
                                                                 config.window_ms, interleaved, queue))
+            children.append(ceiling)
             ceiling.start()
             ceilings.append(wait_result(queue, ceiling, "the ceiling"))
             ceiling.join(30)
@@ -511,21 +504,23 @@ def run(config: BurstConfig) -> BurstResult:
                          engine_args, engine_metrics, summary)
         return BurstResult(report, summary)
     finally:
-        if reader is not None and stop is not None:
-            stop.set()
-            reader.join(30)
-        if profiler is not None and profiler.poll() is None:
-            profiler.terminate()
-        if engine is not None:
-            engine.stop()
-        if broker is not None:
-            broker.stop()
-        elif prefix is not None and not os.environ.get("BENCH_KEEP_WORKDIR"):
-            delete_prefixed_topics(bootstrap, prefix, timeout=120)
-        if os.environ.get("BENCH_KEEP_WORKDIR"):
-            print(f"kept {workdir}", file=sys.stderr)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
+        with uninterrupted():
+            if stop is not None:
+                stop.set()
+            for child in ([reader] if reader is not None else []) + children:
+                stop_child(child, 30)
+            if profiler is not None:
+                stop_group(profiler, 10)
+            if engine is not None:
+                engine.stop()
+            if broker is not None:
+                broker.stop()
+            elif prefix is not None and bootstrap and not os.environ.get("BENCH_KEEP_WORKDIR"):
+                delete_prefixed_topics(bootstrap, prefix, timeout=120)
+            if os.environ.get("BENCH_KEEP_WORKDIR"):
+                print(f"kept {workdir}", file=sys.stderr)
+            else:
+                shutil.rmtree(workdir, ignore_errors=True)
 
 
 # -- analysis and report ------------------------------------------------------------
@@ -560,6 +555,13 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     engine_rate = len(ok) / dispatch_s
     ceiling_rate = ceiling["records"] / ceiling["seconds"]
     interleaved_rate = interleaved_ceiling["records"] / interleaved_ceiling["seconds"]
+    by = around.summary(due_ms, around.lags(bystanders, {a.occurrence_id: a.seen_ms for a in reversed(bystander_arrivals)}))
+    stage = summary.get("stage")
+    work_rate = stage["work_rate"] if stage and stage.get("work_rate") else None
+    summary.update(bystanders_p99_ms=by["p99"], bystanders_max_ms=by["max"], bystanders=by["count"],
+                   work_rate=work_rate, work_ratio=work_rate / ceiling_rate if work_rate else None,
+                   staged_share=stage["staged"] / max(1, len(expected)) if stage else 0.0,
+                   visible_ratio=engine_rate / ceiling_rate)
     summary.update(count=len(expected), arrived=len(ok), missing=len(missing), unexpected=len(unexpected),
                    p50_ms=percentile(seen_lag, 0.5), p99_ms=percentile(seen_lag, 0.99),
                    max_ms=seen_lag[-1] if seen_lag else 0, engine_rate=engine_rate, ceiling_rate=ceiling_rate)
@@ -606,7 +608,12 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
                           (f"seen, large tenant `{LARGE}`", large), ("seen, small tenants", small)):
         lines.append(f"| {label} | {len(values):,} | {percentile(values, 0.5):,} | {percentile(values, 0.95):,} | "
                      f"{percentile(values, 0.99):,} | {values[-1] if values else 0:,} |")
-    lines += bystander_section(due_ms, bystanders, bystander_arrivals)
+    first_seen_bystander: dict[str, int] = {}
+    for a in bystander_arrivals:
+        first_seen_bystander.setdefault(a.occurrence_id, a.seen_ms)
+    stage = summary.get("stage")
+    lines += around.section(due_ms, bystanders, first_seen_bystander, seen_lag,
+                            stage.get("window_ms") if stage else None)
     p99 = percentile(seen_lag, 0.99)
     ratio = engine_rate / ceiling_rate
     lines += [
@@ -632,9 +639,18 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     stage = summary.get("stage")
     lines += ["## Staging (scheduler/engine/staging.py), from the engine's log", ""]
     if stage:
-        lines += [f"- staging began {stage['lead_s']:.1f}s before T; {stage['staged']:,} occurrences staged in "
-                  f"{stage['seconds']:.1f}s (**{stage['rate']:,.0f}/s**, the engine's per-occurrence work, done before T)",
-                  f"- committed {stage['visible_ms']:,} ms after T; the rest went the ordinary way after T", ""]
+        lines += [f"- staging lead: began {stage['lead_s']:.1f}s before T; {stage['staged']:,} occurrences prepared "
+                  f"in memory over {stage['seconds']:.1f}s of the lead ({stage['prepare_s']:.2f}s of work; no "
+                  "transaction open, nothing held back)",
+                  f"- produce window: its transaction began **{stage['window_ms']:,} ms before T** and produced and "
+                  f"flushed everything in {stage['produce_s']:.2f}s; committed in {stage['commit_s']:.3f}s, visible "
+                  f"{stage['visible_ms']:,} ms after T; readers of its partitions were held {stage['open_ms']:,} ms",
+                  f"- **the engine's own per-occurrence rate**: {stage['staged']:,} / (prepare {stage['prepare_s']:.2f}s "
+                  f"+ produce {stage['produce_s']:.2f}s + commit {stage['commit_s']:.3f}s) = **{stage['work_rate']:,.0f}/s**, "
+                  f"**{stage['work_rate'] / ceiling_rate:.2f}** of the ceiling above (both timed in-process with "
+                  "perf_counter around the work: the ceiling from its first produce to its last commit). "
+                  f"{stage['staged'] / max(1, len(expected)):.0%} of the burst was staged; the rest went the ordinary way after T",
+                  ""]
     else:
         lines += ["- no stage for this burst: all of it went the ordinary way after T", ""]
     if not config.window_ms:
@@ -667,45 +683,31 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
 
 _STAGING = re.compile(r"staging the burst due at (\d+) \((\d+) entries, ([\d.]+) s ahead\)")
 _STAGED = re.compile(r"staged (\d+) occurrences due at (\d+) in ([\d.]+) s")
-_COMMITTED = re.compile(r"committed the staged burst due at (\d+): (\d+) occurrences visible (-?\d+) ms after it")
+_COMMITTED = re.compile(r"committed the staged burst due at (\d+): (\d+) occurrences visible (-?\d+) ms after it; "
+                        r"its transaction was open (\d+) ms; work: prepare ([\d.]+) s, produce ([\d.]+) s, "
+                        r"commit ([\d.]+) s")
+_PRODUCED = re.compile(r"produced the stage due at (\d+): (\d+) occurrences in ([\d.]+) s, (-?\d+) ms before it")
 
 
 def staged_burst(log: str, due_ms: int) -> dict[str, float] | None:
-    """What the engine logged of staging the burst due at `due_ms` (None when it was not staged)."""
-    began = [m for m in _STAGING.finditer(log) if int(m.group(1)) == due_ms]
-    staged = [m for m in _STAGED.finditer(log) if int(m.group(2)) == due_ms]
-    committed = [m for m in _COMMITTED.finditer(log) if int(m.group(1)) == due_ms]
-    if not (began and staged and committed):
+    """What the engine logged of staging the burst due at `due_ms` (None when it was not staged): the lead,
+    the preparation, the produce window and the work each phase took (scheduler/engine/stager.py)."""
+    def last(pattern: re.Pattern[str], group: int) -> re.Match[str] | None:
+        found = [m for m in pattern.finditer(log) if int(m.group(group)) == due_ms]
+        return found[-1] if found else None
+
+    began, staged, produced, committed = (last(_STAGING, 1), last(_STAGED, 2), last(_PRODUCED, 1),
+                                          last(_COMMITTED, 1))
+    if not (began and staged and produced and committed):
         return None
-    count, seconds = int(staged[-1].group(1)), float(staged[-1].group(3))
-    return {"lead_s": float(began[-1].group(3)), "staged": count, "seconds": seconds,
-            "rate": count / max(seconds, 0.05), "visible_ms": int(committed[-1].group(3))}
-
-
-def bystander_section(due_ms: int, bystanders: dict[str, tuple[str, int]], arrivals: list[Arrival]) -> list[str]:
-    if not bystanders:
-        return []
-    first: dict[str, Arrival] = {}
-    for a in arrivals:
-        first.setdefault(a.occurrence_id, a)
-    lags = sorted(a.seen_ms - bystanders[a.occurrence_id][1] for a in first.values())
-    held = sum(1 for a in first.values() if a.seen_ms >= due_ms)
-    seconds = len({due for _, due in bystanders.values()})
-    return [
-        "",
-        "## Bystanders: ordinary occurrences due in the seconds before T",
-        "",
-        f"{len(bystanders):,} one-shots, {len(bystanders) // seconds} due at each second of the {seconds} s "
-        "before T, in the small tenants' "
-        "topics. They are not part of the burst; while a staged burst's transaction is open, a "
-        "`read_committed` reader of the partitions it wrote cannot read past it, so they wait for its commit "
-        "(docs/decisions/0002-staged-bursts.md).",
-        "",
-        f"- arrived: {len(first):,}; missing: {len(bystanders) - len(first):,}; "
-        f"duplicates: {len(arrivals) - len(first):,}",
-        f"- lag `seen_at - scheduled_for` (ms): p50 {percentile(lags, 0.5):,}, p99 {percentile(lags, 0.99):,}, "
-        f"max {lags[-1] if lags else 0:,}; visible only at or after T: {held:,}",
-    ]
+    count, seconds = int(committed.group(2)), float(staged.group(3))
+    prepare_s, produce_s, commit_s = (float(committed.group(n)) for n in (5, 6, 7))
+    open_ms = int(committed.group(4))
+    return {"lead_s": float(began.group(3)), "staged": count, "seconds": seconds, "prepare_s": prepare_s,
+            "produce_s": produce_s, "commit_s": commit_s, "open_ms": open_ms,
+            "window_ms": open_ms - int(committed.group(3)),
+            "work_rate": count / max(prepare_s + produce_s + commit_s, 0.001),
+            "visible_ms": int(committed.group(3))}
 
 
 def engine_metrics_section(delta: dict[str, float]) -> list[str]:
@@ -836,5 +838,6 @@ def parser(description: str, default_count: int) -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true", help="py-spy the engine during dispatch")
     p.add_argument("--engine-arg", action="append", default=[], help="extra `scheduler run` argument (repeatable)")
     p.add_argument("--bystanders-per-s", type=int, default=0,
-                   help=f"ordinary one-shots due each second of the {BYSTANDER_S} s before T (0: none)")
+                   help=f"ordinary one-shots due in each second of the {around.BEFORE_S} s before T and the "
+                        f"{around.AFTER_S} s after it, in the burst's tenants' topics (0: none)")
     return p

@@ -1,0 +1,74 @@
+"""What a bench starts is stopped however the bench ends: an error, Ctrl-C (SIGINT) or SIGTERM, in any phase.
+
+Every child runs in its own process group: the engine (`start_new_session`), the local broker (its own
+session, scheduler/broker/local.py), the reader and the ceiling (`detach` first thing). So a terminal's Ctrl-C
+reaches the bench alone, and the bench stops them in order (the reader before the broker it reads from),
+each group with SIGTERM, then SIGKILL. The reader also watches its parent and stops if it goes.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def detach() -> int:
+    """In a child process: a process group of its own. Returns the parent's pid, to notice being orphaned."""
+    os.setpgrp()
+    return os.getppid()
+
+
+def stop_group(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """SIGTERM to the child's process group, SIGKILL if it is still there after `timeout`."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+
+def stop_child(process: Any, timeout: float) -> None:
+    """A multiprocessing child: time to finish (its stop event is set), then SIGTERM, then SIGKILL."""
+    if process.pid is None:
+        return
+    process.join(timeout)
+    for hard in (False, True):
+        if not process.is_alive():
+            return
+        process.kill() if hard else process.terminate()
+        process.join(5)
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """SIGTERM is taken as Ctrl-C: either raises KeyboardInterrupt, so every `finally` of the bench runs."""
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """Stopping the children runs to its end: a second Ctrl-C waits until it has (then ends the bench)."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
