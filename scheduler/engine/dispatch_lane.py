@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from scheduler.engine.fairness import RateLimits, interleave
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import LocalEntry
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 SCAN_FACTOR = 4  # due entries a partition's scan may pass over (held by max_concurrency) per entry offered
 Candidate = tuple[str, tuple[SchedulerTask, bytes, bytes]]  # (tenant, (task, timeline key, packed entry))

@@ -17,8 +17,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from scheduler.admin import ensure_tenant_topics, ensure_topics
-from scheduler.codec import Codec
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
+from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.partition_store import PartitionStore
@@ -27,11 +27,11 @@ from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, 
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
-from scheduler.kafka_clients import connection
+from scheduler.kafka.clients import connection
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.metrics import EngineMetrics
-from scheduler.topology import Topology
-from scheduler.views import TenantView
+from scheduler.engine.metrics import EngineMetrics
+from scheduler.wire.topology import Topology
+from scheduler.kafka.views import TenantView
 
 log = logging.getLogger(__name__)
 

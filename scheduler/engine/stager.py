@@ -19,7 +19,7 @@ from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 

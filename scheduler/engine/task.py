@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from scheduler.codec import DecodeError
+from scheduler.wire.codec import DecodeError
 from scheduler.engine import leases, materialize, overlap, running_slots, timeline_keys
 from scheduler.engine.attempts import FINISHED, apply_attempt, lease_ms
-from scheduler.engine.commands import MAX_BACKFILL, HOLDS_SLOT, Decision, admitted, decide, result_record
-from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.wire.limits import MAX_BACKFILL
+from scheduler.engine.commands import HOLDS_SLOT, Decision, admitted, decide, result_record
+from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
-from scheduler.engine.specs import compile_spec
+from scheduler.timing.spec_record import compile_spec
 from scheduler.engine.staging import StagedPartition
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, NO_DEADLINE, WAKE, LocalEntry
 from scheduler.timing.fires import fires_between

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.client import make_spec
-from scheduler.codec import Codec
+from scheduler.control.client import make_spec
+from scheduler.wire.codec import Codec
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.task import SchedulerTask, TaskTopics
 from scheduler.engine.timeline_keys import DISPATCH

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from scheduler import topology_cli
-from scheduler.topology import (
+from scheduler.control import topology_cli
+from scheduler.wire.topology import (
     DEFAULT_TOPOLOGY_FILE,
     MAX_TOPIC_NAME_LENGTH,
     InvalidNameError,

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding
 
-from scheduler.acls import grant_worker
+from scheduler.control.acls import grant_worker
 from scheduler.api.keys import create_key, list_keys, revoke_key
 from scheduler.api.models import schedule_json
-from scheduler.client import (
+from scheduler.control.client import (
     SPEC_DEFAULTS,
     Conflict,
     NotFound,
@@ -34,12 +34,12 @@ from scheduler.client import (
     preview,
 )
 from scheduler.config import Settings
-from scheduler.engine.instants import to_datetime, to_ms
-from scheduler.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
+from scheduler.timing.instants import to_datetime, to_ms
+from scheduler.control.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.timing.instants import format_utc, parse_instant
-from scheduler import vocabulary
-from scheduler.topology import Topology
-from scheduler.views import ScheduleView, ViewUnavailable
+from scheduler.wire import vocabulary
+from scheduler.wire.topology import Topology
+from scheduler.kafka.views import ScheduleView, ViewUnavailable
 
 Record = dict[str, Any]
 

@@ -24,7 +24,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from fastavro import schemaless_reader, schemaless_writer
 
 from scheduler.config import Settings
-from scheduler.schemas import SchemaVersion, fullname, load_current, load_history, schema_dir
+from scheduler.wire.schemas import SchemaVersion, fullname, load_current, load_history, schema_dir
 
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8

@@ -40,7 +40,7 @@ def schema_dir() -> Path:
     override = os.environ.get(SCHEMA_DIR_ENV)
     if override:
         return Path(override)
-    beside = Path(__file__).resolve().parent.parent / "schemas"
+    beside = Path(__file__).resolve().parents[2] / "schemas"
     if beside.is_dir():
         return beside
     return Path(sys.prefix) / "share" / "kafka-job-scheduler" / "schemas"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF, murmur2, partition_for
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF, murmur2, partition_for
 
 KAFKA_UTILS_TEST_MURMUR2 = [
     (b"21", -973932308),

@@ -12,6 +12,8 @@ from contextlib import contextmanager
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+SCRAM_MECHANISM = "SCRAM-SHA-512"  # the SASL mechanism of the brokers we start and the clients we make
+
 AUTHORIZATION_FAILURES = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
     KafkaError.GROUP_AUTHORIZATION_FAILED,

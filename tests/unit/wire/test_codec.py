@@ -10,9 +10,9 @@ import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.utils import generate_many
 
-from scheduler.codec import HEADER_SIZE, MAGIC, Codec, DecodeError, RegistryCodec, codec_from_settings
+from scheduler.wire.codec import HEADER_SIZE, MAGIC, Codec, DecodeError, RegistryCodec, codec_from_settings
 from scheduler.config import Settings
-from scheduler.schemas import schema_dir
+from scheduler.wire.schemas import schema_dir
 
 RECORD_NAMES = [
     "ScheduleSpec", "Command", "CommandResult", "ScheduleState", "TimelineEntry",

@@ -6,10 +6,10 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from scheduler.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
+from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
 from scheduler.config import Settings
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.topology import Topology
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.topology import Topology
 
 EXIT_DIFFERS = 1
 EXIT_ERROR = 2

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import client, control_cli, tenants, vocabulary
+from scheduler.control import client
+from scheduler.control import cli as control_cli
+from scheduler.control import tenants
+from scheduler.wire import vocabulary
 from scheduler.api import models
 from scheduler.timing import cron, dst, misfire, spec
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 
 
 def file_types() -> dict[str, dict]:

@@ -21,10 +21,10 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from scheduler.admin import DEFAULT_TIMEOUT_S, admin_client
-from scheduler.broker.local import SCRAM_MECHANISM
-from scheduler.topology import Topology
-from scheduler.worker.worker import default_group_id, transactional_id_prefix
+from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, admin_client
+from scheduler.kafka.clients import SCRAM_MECHANISM
+from scheduler.wire.topology import Topology
+from scheduler.wire.topology import default_group_id, transactional_id_prefix
 
 # Kafka's minimum for SCRAM-SHA-512; a worker authenticates once per connection.
 SCRAM_ITERATIONS = 8192

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 TOPOLOGY_ENV = "SCHEDULER_TOPOLOGY_FILE"
-DEFAULT_TOPOLOGY_FILE = Path(__file__).resolve().parent.parent / "topologies" / "scheduler.toml"
+DEFAULT_TOPOLOGY_FILE = Path(__file__).resolve().parents[2] / "topologies" / "scheduler.toml"
 
 # Kafka's own limits (org.apache.kafka.common.internals.Topic): legal characters and length.
 MAX_TOPIC_NAME_LENGTH = 249
@@ -260,3 +260,13 @@ def _task_spec(name: str, raw: Mapping[str, Any]) -> TaskSpec:
         stores=dict(raw.get("stores", {})),
         co_partitioned=bool(raw.get("co_partitioned", False)),
     )
+
+
+# Names of the Kafka resources a tenant's workers use, so one ACL covers them all.
+def default_group_id(prefix: str, tenant: str, share: bool) -> str:
+    return f"{prefix}.{'share-workers' if share else 'workers'}.{tenant}"
+
+
+def transactional_id_prefix(prefix: str, tenant: str) -> str:
+    """Every worker of a tenant writes attempts under this prefix, so one ACL covers them all."""
+    return f"{prefix}.worker.{tenant}."

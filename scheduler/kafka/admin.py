@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from scheduler.topology import RenderedTopic, Topology
+from scheduler.wire.topology import RenderedTopic, Topology
 
 DEFAULT_TIMEOUT_S = 30.0
 

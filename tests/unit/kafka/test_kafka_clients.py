@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.kafka_clients import client_settings, connection
+from scheduler.kafka.clients import client_settings, connection
 
 
 def test_connection_adds_the_bootstrap_and_refuses_a_different_one():

@@ -9,7 +9,7 @@ fill missing fields from defaults), which is what producers and consumers deploy
 times, in other languages, need. `schemas/history/` keeps each released version; the tests
 check the current files against all of them, and the codec decodes data written with any of them.
 
-`python -m scheduler.schema_evolution` checks the current schemas against the history;
+`python -m scheduler.wire.schema_evolution` checks the current schemas against the history;
 with `--snapshot` it then records every changed schema as the next history version.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from scheduler.schemas import (
+from scheduler.wire.schemas import (
     HISTORY_DIR,
     PRIMITIVES,
     Json,
@@ -208,7 +208,7 @@ def snapshot(directory: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scheduler.schema_evolution", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m scheduler.wire.schema_evolution", description=__doc__)
     parser.add_argument("--snapshot", action="store_true", help="record changed schemas in history")
     parser.add_argument("--dir", type=Path, default=None, help="schema directory (default: schemas/)")
     args = parser.parse_args(argv)

@@ -16,17 +16,19 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from scheduler.codec import Codec
-from scheduler import vocabulary
-from scheduler.engine import instants
-from scheduler.engine.commands import PREVIEW_COUNT
-from scheduler.engine.specs import compile_spec
-from scheduler.kafka_clients import client_settings, connection
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.codec import Codec
+from scheduler.wire import vocabulary
+from scheduler.timing import instants
+from scheduler.control.errors import (Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable, ValidationError,
+                                      VersionConflict)
+from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.timing.spec_record import compile_spec
+from scheduler.kafka.clients import client_settings, connection
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import SpecError
-from scheduler.topology import InvalidNameError, Topology, validate_name_part
-from scheduler.views import CompactedView, OccurrenceView, ScheduleView, watermarks
+from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
+from scheduler.kafka.views import CompactedView, OccurrenceView, ScheduleView, watermarks
 
 Record = dict[str, Any]
 
@@ -38,39 +40,6 @@ OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
 # Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
 SPEC_DEFAULTS: Record = vocabulary.field_defaults("ScheduleSpec")
 SPEC_FIELDS = frozenset(vocabulary.field_names("ScheduleSpec"))
-
-
-class SchedulerError(Exception):
-    """A command the scheduler rejected (or could not answer); `reason` is its reason code."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(f"{reason}: {message}")
-        self.reason = reason
-        self.message = message
-
-
-class ValidationError(SchedulerError):
-    """The request is invalid (spec, zone, names, ranges); found locally or by the engine."""
-
-
-class NotFound(SchedulerError):
-    """No such schedule or occurrence for this tenant (another tenant's is not found either)."""
-
-
-class Conflict(SchedulerError):
-    """The schedule's state forbids the change (it exists already, it is canceled, ...)."""
-
-
-class VersionConflict(Conflict):
-    """expected_version is not the schedule's current version."""
-
-
-class QuotaExceeded(SchedulerError):
-    """A tenant quota (e.g. max_active_schedules) refused the command."""
-
-
-class Unavailable(SchedulerError):
-    """The scheduler's topics are missing or the cluster cannot be reached."""
 
 
 class CommandTimeout(Unavailable):
@@ -352,7 +321,7 @@ class SchedulerClient:
 
     def backfill(self, tenant: str, schedule_id: str, from_ms: int, to_ms: int,
                  overlap_override: str | None = None) -> Record:
-        """Replay the fires of [from_ms, to_ms] through the catch-up lane (at most engine.commands.MAX_BACKFILL)."""
+        """Replay the fires of [from_ms, to_ms] through the catch-up lane (at most wire.limits.MAX_BACKFILL)."""
         validate_backfill(from_ms, to_ms, int(time.time() * 1000), overlap_override)
         return self._call("BACKFILL", schedule_id, tenant, backfill_from_ms=from_ms, backfill_to_ms=to_ms,
                           overlap_override=overlap_override)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from scheduler.engine.instants import optional_datetime
+from scheduler.timing.instants import optional_datetime
 from scheduler.timing.spec import ScheduleSpec, SpecError, parse_spec
 
 _FIELDS = ("kind", "expression", "time_zone", "start_at_ms", "end_at_ms", "max_fires",

@@ -34,7 +34,7 @@ def _bootstrap() -> str:
 
 
 def _schedules(now: datetime) -> list[tuple[str, dict]]:
-    from scheduler.client import make_spec
+    from scheduler.control.client import make_spec
 
     soon = (now + timedelta(seconds=15)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     anchor_ms = int(now.timestamp()) * 1000
@@ -58,10 +58,10 @@ def _print_occurrence(occurrence: object, ctx: object) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from scheduler.admin import ensure_topics
+    from scheduler.kafka.admin import ensure_topics
     from scheduler.audit import demo_ledger
-    from scheduler.client import SchedulerClient
-    from scheduler.topology import Topology
+    from scheduler.control.client import SchedulerClient
+    from scheduler.wire.topology import Topology
     from scheduler.worker import Worker
 
     bootstrap = _bootstrap()

@@ -20,9 +20,9 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from scheduler.codec import Codec, DecodeError, RecordCodec
-from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, connection
-from scheduler.topology import Topology
+from scheduler.wire.codec import Codec, DecodeError, RecordCodec
+from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, connection
+from scheduler.wire.topology import Topology
 
 log = logging.getLogger(__name__)
 

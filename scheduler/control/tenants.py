@@ -16,13 +16,13 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from scheduler.admin import ensure_tenant_topics
-from scheduler.client import Conflict, NotFound, Unavailable, ValidationError
-from scheduler import vocabulary
-from scheduler.codec import Codec
-from scheduler.kafka_clients import delivered_or_why
-from scheduler.topology import InvalidNameError, Topology, validate_name_part
-from scheduler.views import ScheduleView, TenantView
+from scheduler.kafka.admin import ensure_tenant_topics
+from scheduler.control.errors import Conflict, NotFound, Unavailable, ValidationError
+from scheduler.wire import vocabulary
+from scheduler.wire.codec import Codec
+from scheduler.kafka.clients import delivered_or_why
+from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
+from scheduler.kafka.views import ScheduleView, TenantView
 
 Record = dict[str, Any]
 

@@ -13,15 +13,15 @@ import pytest
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.utils import generate_many
 
-from scheduler.codec import MAGIC, Codec, DecodeError
-from scheduler.schema_evolution import (
+from scheduler.wire.codec import MAGIC, Codec, DecodeError
+from scheduler.wire.schema_evolution import (
     IncompatibleSchema,
     check_compatible,
     compatibility_problems,
     history_problems,
     snapshot,
 )
-from scheduler.schemas import load_current, load_history, make_version, schema_dir
+from scheduler.wire.schemas import load_current, load_history, make_version, schema_dir
 
 NS = "scheduler.v1"
 
@@ -113,7 +113,7 @@ def test_every_current_schema_is_recorded_in_history() -> None:
     """Otherwise data written today becomes unreadable after the next change."""
     recorded = {version.fingerprint for version in load_history(schema_dir())}
     missing = [v.name for v in load_current(schema_dir()).values() if v.fingerprint not in recorded]
-    assert missing == [], "run: python -m scheduler.schema_evolution --snapshot"
+    assert missing == [], "run: python -m scheduler.wire.schema_evolution --snapshot"
 
 
 def _frame(version, record: dict) -> bytes:
@@ -232,8 +232,8 @@ def test_every_type_and_field_is_documented_and_every_enum_can_evolve() -> None:
 
 def test_an_rrule_spec_reads_as_unknown_for_a_v1_reader_which_rejects_it() -> None:
     """SpecKind gained RRULE after UNKNOWN (old symbol indexes unchanged); v1 readers fall back to UNKNOWN."""
-    from scheduler.client import make_spec
-    from scheduler.engine.specs import compile_spec
+    from scheduler.control.client import make_spec
+    from scheduler.timing.spec_record import compile_spec
     from scheduler.timing.errors import SpecError
 
     current = load_current(schema_dir())["scheduler.v1.ScheduleSpec"]

@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from scheduler.engine import timeline_keys
 from scheduler.engine.timeline_keys import DISPATCH
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 T = 1_767_225_600_000
 

@@ -8,7 +8,7 @@ import json
 from functools import cache
 from typing import Any
 
-from scheduler.schemas import schema_dir
+from scheduler.wire.schemas import schema_dir
 
 Json = Any
 
