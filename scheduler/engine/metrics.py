@@ -29,7 +29,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, due_ms_of
 
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -160,16 +160,16 @@ class EngineMetrics:
 
     def selected(self, lane: bytes, now_ms: int, chosen: Iterable[tuple[Any, bytes, Any]],
                  due_seen: dict[int, int], held_back: dict[str, int]) -> None:
-        """Record a selection of (task, timeline key, entry); `due_seen` is due entries found per partition."""
+        """Record a selection of (dispatcher, timeline key, entry); `due_seen` is due entries found per partition."""
         name = LANES[lane]
-        per_due: Counter[bytes] = Counter()
+        per_due: Counter[int] = Counter()
         per_partition: Counter[int] = Counter()
-        for task, key, _ in chosen:
-            per_due[key[1:9]] += 1
-            per_partition[task.partition] += 1
+        for dispatcher, key, _ in chosen:
+            per_due[due_ms_of(key)] += 1
+            per_partition[dispatcher.partition] += 1
         turn = self._turn
         for due, n in per_due.items():
-            turn.lags[(name, int.from_bytes(due, "big", signed=True))] += n
+            turn.lags[(name, due)] += n
         if lane == DISPATCH:
             for partition, seen in due_seen.items():
                 turn.backlog[partition] = seen - per_partition.get(partition, 0)
@@ -210,13 +210,12 @@ class EngineMetrics:
         self._turn = _Turn()
         self.transactions.labels("aborted").inc()
 
-    def partitions(self, now_ms: int, horizon_ms: int, tasks: Iterable[Any]) -> None:
-        """Overdue age and horizon lag per partition, read from each task's committed store (two seeks)."""
-        for task in tasks:
-            label = str(task.partition)
-            due = task.next_due_ms(DISPATCH)
+    def partitions(self, now_ms: int, horizon_ms: int,
+                   readings: Iterable[tuple[int, int | None, int | None]]) -> None:
+        """Overdue age and horizon lag per (partition, next strict entry due, next fire not planned)."""
+        for partition, due, wake in readings:
+            label = str(partition)
             self.oldest_overdue.labels(label).set(max(0, now_ms - due) / 1000 if due is not None else 0)
-            wake = task.next_wake_ms()
             behind = max(0, now_ms + horizon_ms - wake) / 1000 if wake is not None else 0.0
             self.horizon_lag.labels(label).set(behind)
 

@@ -52,6 +52,15 @@ def symbols(enum: str) -> tuple[str, ...]:
     return tuple(_named(enum, "enum")["symbols"])
 
 
+def known(enum: str, *names: str) -> tuple[str, ...]:
+    """`names`, each checked to be a symbol of `enum`: code that branches on a symbol names it once, and
+    fails at import if the schema no longer has it."""
+    missing = [name for name in names if name not in symbols(enum)]
+    if missing:
+        raise KeyError(f"{enum} in {schema_dir()} has no symbol {', '.join(missing)}")
+    return names
+
+
 def choices(enum: str) -> tuple[str, ...]:
     """The symbols a caller may choose."""
     return tuple(symbol for symbol in symbols(enum) if symbol != UNKNOWN)

@@ -13,16 +13,9 @@ T = 1_767_225_600_000
 
 
 @dataclass
-class FakeTask:
+class Chooser:
+    """What a selection names as the entry's sender: only its partition is read."""
     partition: int
-    next_due: int | None = None
-    next_wake: int | None = None
-
-    def next_due_ms(self, lane: bytes) -> int | None:
-        return self.next_due
-
-    def next_wake_ms(self) -> int | None:
-        return self.next_wake
 
 
 def metrics() -> tuple[EngineMetrics, CollectorRegistry]:
@@ -30,13 +23,13 @@ def metrics() -> tuple[EngineMetrics, CollectorRegistry]:
     return EngineMetrics(registry), registry
 
 
-def chosen(task: FakeTask, due_ms: int, count: int) -> list[tuple[FakeTask, bytes, None]]:
+def chosen(task: Chooser, due_ms: int, count: int) -> list[tuple[Chooser, bytes, None]]:
     return [(task, timeline_keys.occurrence_key(DISPATCH, due_ms, f"s{n}", due_ms), None) for n in range(count)]
 
 
 def test_a_committed_turn_records_lag_per_entry_backlog_and_held_back():
     m, registry = metrics()
-    p0, p1 = FakeTask(0), FakeTask(1)
+    p0, p1 = Chooser(0), Chooser(1)
     m.selected(DISPATCH, T + 100, chosen(p0, T, 3) + chosen(p1, T - 4000, 2), {0: 10, 1: 2}, {"big": 7})
     m.committed(T + 1500, 0.02, {"MISSED": 4, "INVALIDATED": 1}, {"acme": 2})
 
@@ -60,7 +53,7 @@ def test_a_committed_turn_records_lag_per_entry_backlog_and_held_back():
 
 def test_an_aborted_turn_counts_nothing_it_selected():
     m, registry = metrics()
-    m.selected(DISPATCH, T, chosen(FakeTask(0), T, 4), {0: 4}, {"big": 1})
+    m.selected(DISPATCH, T, chosen(Chooser(0), T, 4), {0: 4}, {"big": 1})
     m.aborted()
     m.committed(T + 10, 0.01, {})
     assert registry.get_sample_value("scheduler_schedule_lag_seconds_count", {"lane": "strict"}) is None
@@ -70,9 +63,7 @@ def test_an_aborted_turn_counts_nothing_it_selected():
 
 def test_partition_gauges_read_overdue_age_and_unplanned_horizon():
     m, registry = metrics()
-    overdue = FakeTask(3, next_due=T - 2500, next_wake=T + 30_000)
-    idle = FakeTask(4, next_due=T + 60_000)
-    m.partitions(T, 120_000, [overdue, idle])
+    m.partitions(T, 120_000, [(3, T - 2500, T + 30_000), (4, T + 60_000, None)])
     assert registry.get_sample_value("scheduler_oldest_overdue_seconds", {"partition": "3"}) == 2.5
     assert registry.get_sample_value("scheduler_oldest_overdue_seconds", {"partition": "4"}) == 0
     assert registry.get_sample_value("scheduler_horizon_materialization_lag_seconds", {"partition": "3"}) == 90

@@ -93,3 +93,14 @@ def test_the_time_core_speaks_the_same_policies() -> None:
 def test_an_unknown_type_is_an_error_naming_it() -> None:
     with pytest.raises(KeyError, match="NoSuchEnum"):
         vocabulary.symbols("NoSuchEnum")
+
+
+def test_a_symbol_the_code_branches_on_must_be_in_the_schema() -> None:
+    assert vocabulary.known("OverlapPolicy", "ALLOW", "QUEUE_ONE") == ("ALLOW", "QUEUE_ONE")
+    with pytest.raises(KeyError, match="no symbol ALWAYS"):
+        vocabulary.known("OverlapPolicy", "ALLOW", "ALWAYS")
+
+
+def test_the_timeline_encodes_every_overlap_policy() -> None:
+    from scheduler.engine import timeline_keys
+    assert set(timeline_keys.OVERLAP_CODES) == set(vocabulary.choices("OverlapPolicy"))
