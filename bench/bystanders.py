@@ -10,7 +10,7 @@ import math
 import time
 from datetime import datetime, timezone
 
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
 BEFORE_S = 30  # seconds before T with bystanders due in each

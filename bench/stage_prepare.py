@@ -3,7 +3,7 @@
 Fills a real RocksDB partition store with `--count` strict entries due at one instant (packed as the engine
 packs them, 80% one tenant, the rest over 100 small ones, Avro occurrence bodies as materialization writes
 them), then times, side by side in one run: the stage's preparation as the engine does it now
-(`SchedulerTask.stage` -> `stage_records.prepare`, chunks of `--chunk`, tokens a block at a time), and the
+(`stage_records.prepare`, as `DueScan.stage` calls it, chunks of `--chunk`, tokens a block at a time), and the
 per-entry path it replaced (decode the head, ask the rate limiter, `LocalEntry.unpack`). Reports entries/s,
 and the memory the prepared records hold (tracemalloc, at 500,000 the figure ADR 0002 quotes). `--profile`
 prints cProfile's top functions of the preparation. Producing and committing are measured by bench/peak.py.
@@ -19,16 +19,14 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from scheduler.codec import Codec
+from scheduler.wire.codec import Codec
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.stage_records import prepare
 from scheduler.engine.staging import TOKEN_BLOCK, StagedPartition, instant_range
-from scheduler.engine.task import SchedulerTask, TaskTopics
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
 
 T = 1_800_000_000_000
-TOPICS = TaskTopics("c", "a", "ad", "ar", "r", "e", {"schedules": "s", "timeline": "t", "occurrences": "o",
-                                                     "admissions": "x"})
 
 
 def fill(path: Path, count: int) -> PartitionStore:
@@ -51,13 +49,7 @@ def fill(path: Path, count: int) -> PartitionStore:
     return store
 
 
-def task_of(store: PartitionStore) -> SchedulerTask:
-    return SchedulerTask(0, store, TOPICS, codec=None, tenant_topic=None, horizon_ms=0, ensure_tenant=None,
-                         retry_allowed=None, max_active_schedules=None, max_concurrency=lambda tenant: None,
-                         partitions=1)
-
-
-def prepare_now(task: SchedulerTask, chunk: int) -> tuple[int, dict]:
+def prepare_now(store: PartitionStore, chunk: int) -> tuple[StagedPartition, dict]:
     """As StageRunner._prepare does it: blocks of tokens, records cut out of the packed entries."""
     limits = RateLimits(lambda tenant: 1_000_000.0)
     part, groups, left = StagedPartition(*instant_range(T)), {}, {}
@@ -66,18 +58,18 @@ def prepare_now(task: SchedulerTask, chunk: int) -> tuple[int, dict]:
         return limits.bucket(raw.decode()).take(TOKEN_BLOCK, T) or -1
 
     while not part.done:
-        task.stage(part, chunk, left, refill, groups)
-    return len(part.sent), groups
+        prepare(store.items_from("timeline", part.cursor, part.end), part, chunk, left, refill, groups)
+    return part, groups
 
 
-def prepare_before(task: SchedulerTask, chunk: int) -> int:
+def prepare_before(store: PartitionStore, chunk: int) -> int:
     """The per-entry path staging had before (issue 16): head, a token per entry, LocalEntry.unpack."""
     limits = RateLimits(lambda tenant: 1_000_000.0)
     cursor, end = instant_range(T)
     taken: list[LocalEntry] = []
     while True:
         scanned = 0
-        for key, raw in task.store.items_from("timeline", cursor, end):
+        for key, raw in store.items_from("timeline", cursor, end):
             if scanned == chunk:
                 break
             scanned += 1
@@ -100,29 +92,26 @@ def main() -> None:
         started = time.perf_counter()
         store = fill(workdir / "p0", args.count)
         print(f"filled {args.count:,} entries in {time.perf_counter() - started:.1f}s")
-        task = task_of(store)
-        task.next_due_ms(DISPATCH)
-        for label, run in (("before (per entry: head, token, LocalEntry.unpack)", lambda: prepare_before(task, args.chunk)),
-                           ("now (stage_records.prepare)", lambda: prepare_now(task, args.chunk)[0])):
+        for label, run in (("before (per entry: head, token, LocalEntry.unpack)", lambda: prepare_before(store, args.chunk)),
+                           ("now (stage_records.prepare)", lambda: len(prepare_now(store, args.chunk)[0].sent))):
             started, cpu = time.perf_counter(), time.process_time()
             n = run()
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             print(f"{label}: {n:,} in {seconds:.2f}s wall ({n / seconds:,.0f}/s), {cpu:.2f}s CPU "
                   f"({n / cpu:,.0f}/s of one core)")
-            task.stage_dropped()
         tracemalloc.start()
         base = tracemalloc.get_traced_memory()[0]
-        n, groups = prepare_now(task, args.chunk)
+        part, groups = prepare_now(store, args.chunk)
         held = tracemalloc.get_traced_memory()[0] - base
         tracemalloc.stop()
+        n = len(part.sent)
         print(f"memory held by {n:,} prepared records (values, keys, the stage's key list and set): "
               f"{held / 2**20:,.0f} MiB, {held / max(1, n):,.0f} bytes each")
-        del groups
-        task.stage_dropped()
+        del part, groups
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()
-            prepare_now(task, args.chunk)
+            prepare_now(store, args.chunk)
             profiler.disable()
             pstats.Stats(profiler).sort_stats("tottime").print_stats(12)
         store.close()

@@ -18,9 +18,8 @@ from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.timeline_keys import DISPATCH
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +59,7 @@ class StageRunner:
         self.stagers.clear()
 
     def contradicted(self) -> bool:
-        return self.stage is not None and any(task.contradicts_stage() for task in self.tasks.values())
+        return self.stage is not None and any(task.scan.contradicts_stage() for task in self.tasks.values())
 
     def step(self, now_ms: int) -> None:
         """Between turns (no transaction open on the main producer): start, prepare, produce or commit the stage."""
@@ -88,10 +87,10 @@ class StageRunner:
         if self._burst_counts is None or now_ms - self._burst_counts[0] >= staging.COUNT_EVERY_MS:
             start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
             end = staging.instant_range(now_ms + self.config.stage_max_lead_ms)[1]
-            counts: Counter[bytes] = Counter()
+            counts: Counter[int] = Counter()
             for task in self.tasks.values():
-                counts.update(key[1:9] for key in task.store.keys_from("timeline", start, end))
-            self._burst_counts = (now_ms, {timeline_keys.due_ms_of(DISPATCH + due): n for due, n in counts.items()})
+                counts.update(timeline_keys.due_ms_of(key) for key in task.store.keys_from("timeline", start, end))
+            self._burst_counts = (now_ms, dict(counts))
         counts = {due: n for due, n in self._burst_counts[1].items() if due != self._nothing_at}
         return staging.choose(counts, now_ms, self.config.stage_min, self.rate_per_s, self.config.stage_max_lead_ms,
                               self.produce_rate_per_s)
@@ -139,7 +138,7 @@ class StageRunner:
         started = time.perf_counter()
         for partition, share in stage.shares(self.config.stage_chunk).items():
             task = self.tasks[partition]
-            task.stage(stage.partitions[partition], share, stage.left, self._refill(stage, task),
+            task.scan.stage(stage.partitions[partition], share, stage.left, self._refill(stage, task),
                        stage.prepared.setdefault(partition, {}))
         stage.prepare_s += time.perf_counter() - started
         if stage.complete:
@@ -164,7 +163,7 @@ class StageRunner:
             log.info("nothing of the burst due at %d can be staged", stage.due_ms)
             self.stage, self._nothing_at = None, stage.due_ms
             for task in self.tasks.values():
-                task.stage_dropped()
+                task.scan.stage_dropped()
             return
         partition = stage.producer_partition
         if partition not in self.stagers:  # making one after a failed abort failed too
@@ -198,7 +197,7 @@ class StageRunner:
         commit_s = time.perf_counter() - started
         visible_ms = int(self.clock() * 1000)
         for partition, part in stage.partitions.items():
-            self.tasks[partition].staged_sent(part)
+            self.tasks[partition].scan.staged_sent(part)
         for measured, attribute in ((stage.rate_per_s(), "rate_per_s"),
                                     (stage.produce_rate_per_s(), "produce_rate_per_s")):
             if measured is not None:
@@ -229,5 +228,5 @@ class StageRunner:
         for partition in stage.partitions:
             task = self.tasks.get(partition)
             if task is not None:
-                task.stage_dropped()
+                task.scan.stage_dropped()
         self.metrics.stage_dropped(stage.count)

@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from engine_harness import (BURST_TENANTS, CODEC, OPEN_STAGE_ARGS, PRODUCED, STAGE_ARGS, SchedulerProcess,
                             TopicReader, create_burst, ensure_layout, occurrence_topics, read_until_all, rfc3339,
                             wait_for_log)
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
 OBJECTIVE_MS = 5_000
