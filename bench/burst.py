@@ -261,7 +261,7 @@ class Engine:
              str(workdir / "state"), *args],
             cwd=REPO, env=env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
-    def wait_assigned(self, timeout: float = 90) -> None:
+    def wait_assigned(self, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

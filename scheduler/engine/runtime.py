@@ -182,10 +182,13 @@ class SchedulerProcess:
         phases.append(time.perf_counter())
         # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
         budget = self.config.materialize_budget // (10 if backlog else 1)
+        # A committed stage's local deletes, stage_chunk a turn over all partitions: a turn right after the
+        # instant stays short for the occurrences due just after it (issue 16).
+        deletes = max(1, self.config.stage_chunk // max(1, len(self.tasks)))
         for task in self.tasks.values():
             task.admissions.settle_running_slots(now_ms)
             task.timeline.materialize_due(now_ms, budget)
-            task.scan.delete_staged(self.config.stage_chunk)
+            task.scan.delete_staged(deletes)
         if self.stages.contradicted():
             self.stages.drop("a change was accepted for an occurrence it holds")
         phases.append(time.perf_counter())
