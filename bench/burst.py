@@ -503,6 +503,10 @@ def _run(config: BurstConfig) -> BurstResult:
                          per_topic, ceiling_result, interleaved_ceiling, workdir / "profile.txt" if config.profile else None,
                          engine_args, engine_metrics, summary)
         return BurstResult(report, summary)
+    except Exception:
+        if engine is not None:
+            print(f"the run failed; the engine's log ends:\n{engine.tail()}", file=sys.stderr)
+        raise
     finally:
         with uninterrupted():
             if stop is not None:
