@@ -574,7 +574,11 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = (f"scale-{config.count}-idle{config.idle}" if config.measure_state
             else f"{config.name}-{config.count}")
-    plots = plot(stem, config, due_ms, ok, expected)
+    try:
+        plots = plot(stem, config, due_ms, ok, expected)
+    except ImportError:  # the bench extras are not installed: the report is complete without its plots
+        print("no plots: install the bench extras (pip install -e '.[dev,bench]')", file=sys.stderr)
+        plots = []
     lines = [
         f"# bench/{config.name}: {config.count:,} one-shot schedules due at the same instant",
         "",
@@ -678,7 +682,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         shown = shown[:20] + [(None, None)] + shown[-10:]
     for second, n in shown:
         lines.append("| ... | ... |" if second is None else f"| {second} | {n:,} |")
-    lines += ["", "Plots (not kept in git): " + ", ".join(f"`bench/results/{p.name}`" for p in plots), ""]
+    lines += ["", "Plots (not kept in git): " + (", ".join(f"`bench/results/{p.name}`" for p in plots) or "none"), ""]
     if profile_path is not None:
         lines += profile_section(profile_path)
     path = RESULTS / f"{stem}.md"
