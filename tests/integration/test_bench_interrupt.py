@@ -54,11 +54,11 @@ def test_ctrl_c_during_loading_leaves_no_process_behind(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}  # the bench starts its broker
     stderr_path = tmp_path / "stderr.log"
     with open(stderr_path, "wb") as stderr:
-        bench = subprocess.Popen([sys.executable, "bench/peak.py", "--count", "30000", "--lead", "300",
-                                  "--bystanders-per-s", "0"], cwd=REPO, env=env,
+        bench = subprocess.Popen([sys.executable, "bench/peak.py", "--count", "30000", "--tenants", "2",
+                                  "--lead", "600", "--bystanders-per-s", "0"], cwd=REPO, env=env,
                                  stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 480  # a broker, topics and an engine to start on a loaded machine
         started: set[Process] = set()
         while "create " not in stderr_path.read_text(errors="replace"):  # loading the burst
             assert bench.poll() is None, stderr_path.read_text(errors="replace")[-3000:]
