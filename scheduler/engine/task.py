@@ -82,6 +82,7 @@ class SchedulerTask:
         self._staged_puts: dict[bytes, bytes] = {}  # strict entries written into the staged instant since it began
         self._sent_staged: set[bytes] = set()  # timeline keys a stage's commit sent, not yet deleted here
         self._leases_from_ms: int | None = None  # this task's first lease check (scheduler.engine.leases)
+        self._last_saved: tuple[Record | None, bytes] = (None, b"")  # the state `_save` encoded last, for `_publish`
         self.reset()
 
     # -- transaction boundaries -------------------------------------------------
@@ -250,9 +251,13 @@ class SchedulerTask:
             "requested_at_ms": now_ms}), None))
 
     def _publish(self, state: Record) -> None:
-        """The tenant's own view of its schedules, which its workers follow."""
+        """The tenant's own view of its schedules, which its workers follow (the bytes `_save` just stored,
+        when it stored this very state: a create or a change would otherwise encode it twice)."""
+        saved, value = self._last_saved
+        if saved is not state:
+            value = self.codec.encode("ScheduleState", state)
         self.outbox.append((self.tenant_topic("schedule-view", state["tenant"], None),
-                            state["schedule_id"].encode(), self.codec.encode("ScheduleState", state), None))
+                            state["schedule_id"].encode(), value, None))
 
     def on_attempt(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
         event = self._decode("AttemptEvent", self.topics.attempts, key, value, offset, now_ms)
@@ -478,7 +483,9 @@ class SchedulerTask:
         wake = timeline_keys.wake_key(state)
         if wake is not None:
             self.txn.put("timeline", wake, b"")
-        self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
+        value = self.codec.encode("ScheduleState", state)
+        self.txn.put("schedules", state["schedule_id"].encode(), value)
+        self._last_saved = (state, value)
 
     def _pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
         sid = state["schedule_id"]
