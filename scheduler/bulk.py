@@ -33,7 +33,7 @@ class CreateRequest:
     idempotency_key: str | None = None
 
 
-# command_id -> (index, deadline, request, schedule_id), in send order
+# command_id -> (index, sent at (monotonic), request, schedule_id), in send order
 InFlight = dict[str, tuple[int, float, CreateRequest, str]]
 
 
@@ -48,15 +48,15 @@ def pipelined_creates(client: SchedulerClient, requests: Iterable[CreateRequest]
                       timeout_s: float | None = None) -> Iterator[tuple[int, Record]]:
     """(index of the request, its result) as results arrive; every request gets exactly one.
 
-    A command without a result `timeout_s` after it was sent gets a REJECTED result with reason TIMEOUT
-    (it may still have been applied: re-sending the same request is safe, creates are idempotent by id).
+    When no result at all has come for `timeout_s` (the engine is stuck or gone, not merely slower than
+    the window), each command sent more than `timeout_s` ago gets a REJECTED result with reason TIMEOUT:
+    it may still be applied, and sending the same request again is safe (creates are idempotent by id).
     """
     from scheduler.client import SchedulerError
 
     if window < 1:
         raise ValueError("window must be at least 1")
-    timeout = client.timeout_s if timeout_s is None else timeout_s
-    in_flight: InFlight = {}
+    pipeline = _Pipeline(client, client.timeout_s if timeout_s is None else timeout_s)
     for index, request in enumerate(requests):
         schedule_id = None
         try:
@@ -65,28 +65,41 @@ def pipelined_creates(client: SchedulerClient, requests: Iterable[CreateRequest]
         except SchedulerError as exc:
             yield index, local_rejection(request, schedule_id, exc.reason, exc.message)
             continue
-        in_flight[command_id] = (index, time.monotonic() + timeout, request, schedule_id)
-        if len(in_flight) >= window:
-            yield from _settle(client, in_flight, window * 3 // 4)
-    client.producer.flush(timeout)
-    yield from _settle(client, in_flight, 0)
+        pipeline.in_flight[command_id] = (index, time.monotonic(), request, schedule_id)
+        if len(pipeline.in_flight) >= window:
+            yield from pipeline.settle(window * 3 // 4)
+    client.producer.flush(pipeline.timeout_s)
+    yield from pipeline.settle(0)
 
 
-def _settle(client: SchedulerClient, in_flight: InFlight, until: int) -> Iterator[tuple[int, Record]]:
-    """Hand out results until at most `until` commands are outstanding, timing out the overdue ones."""
-    while len(in_flight) > until:
-        for command_id, result in client.take_results(in_flight.keys(), TAKE_WAIT_S).items():
-            yield in_flight.pop(command_id)[0], result
-        now = time.monotonic()
+class _Pipeline:
+    def __init__(self, client: SchedulerClient, timeout_s: float) -> None:
+        self.client = client
+        self.timeout_s = timeout_s
+        self.in_flight: InFlight = {}
+        self.progress_at = time.monotonic()  # when the last result came
+
+    def settle(self, until: int) -> Iterator[tuple[int, Record]]:
+        """Hand out results until at most `until` commands are outstanding."""
+        while len(self.in_flight) > until:
+            found = self.client.take_results(self.in_flight.keys(), TAKE_WAIT_S)
+            now = time.monotonic()
+            if found:
+                self.progress_at = now
+            for command_id, result in found.items():
+                yield self.in_flight.pop(command_id)[0], result
+            if now - self.progress_at > self.timeout_s:
+                yield from self._time_out(now)
+
+    def _time_out(self, now: float) -> Iterator[tuple[int, Record]]:
         overdue = []
-        for command_id, (_, deadline, _, _) in in_flight.items():
-            if deadline > now:
+        for command_id, (_, sent_at, _, _) in self.in_flight.items():
+            if now - sent_at <= self.timeout_s:
                 break  # sent in order, so the rest are younger
             overdue.append(command_id)
-        if overdue:
-            client.forget(overdue)
+        self.client.forget(overdue)
         for command_id in overdue:
-            index, _, request, schedule_id = in_flight.pop(command_id)
+            index, _, request, schedule_id = self.in_flight.pop(command_id)
             yield index, {**local_rejection(request, schedule_id, "TIMEOUT",
                                             f"no result for command {command_id} in time"),
                           "command_id": command_id}

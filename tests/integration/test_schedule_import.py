@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import delete_topics
 from control_env import control_env, hourly
-from engine_harness import REPO
+from engine_harness import REPO, ensure_layout
 from scheduler.bulk import CreateRequest
 from scheduler.client import make_spec
 
@@ -21,11 +22,12 @@ def env(kafka_bootstrap, tmp_path_factory):
     yield from control_env(kafka_bootstrap, tmp_path_factory.mktemp("import"))
 
 
-def run_import(env, path: str, stdin: str | None = None) -> tuple[int, dict | None]:
-    run = subprocess.run([sys.executable, "-m", "scheduler", "schedules", "import", path, "--json"], cwd=REPO,
-                         capture_output=True, text=True, timeout=180, input=stdin,
+def run_import(env, path: str, stdin: str | None = None, *args: str,
+               prefix: str | None = None) -> tuple[int, dict | None]:
+    run = subprocess.run([sys.executable, "-m", "scheduler", "schedules", "import", path, "--json", *args],
+                         cwd=REPO, capture_output=True, text=True, timeout=180, input=stdin,
                          env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
-                              "SCHEDULER_TOPIC_PREFIX": env.prefix})
+                              "SCHEDULER_TOPIC_PREFIX": prefix or env.prefix})
     return run.returncode, json.loads(run.stdout) if run.stdout.strip() else None
 
 
@@ -103,3 +105,14 @@ def test_create_many_answers_each_request_in_order_without_raising(env):
     assert sum(r["status"] == "ACCEPTED" for r in results) == 300
     listed = {s["schedule_id"] for s in env.plane.client.list("acme")}
     assert {f"many-{tag}-{n}" for n in range(300)} <= listed and f"bad-{tag}" not in listed
+
+
+def test_lines_without_any_result_time_out_and_exit_6(env):
+    prefix = f"noengine{uuid.uuid4().hex[:6]}"  # the topics, but no scheduler reading them
+    ensure_layout(env.bootstrap, prefix)
+    try:
+        stdin = "\n".join(line("acme", "0 5 * * *", schedule_id=f"lost-{n}") for n in range(3)) + "\n"
+        code, summary = run_import(env, "-", stdin, "--timeout", "3", prefix=prefix)
+        assert code == 6 and summary["rejected"] == {"TIMEOUT": 3} and summary["created"] == 0
+    finally:
+        delete_topics(env.bootstrap, prefix)
