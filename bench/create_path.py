@@ -20,12 +20,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from scheduler.client import make_spec
-from scheduler.codec import Codec
+from scheduler.control.client import make_spec
+from scheduler.wire.codec import Codec
 from scheduler.engine.config import task_topics
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.task import SchedulerTask
-from scheduler.topology import Topology
+from scheduler.engine.task_context import TenantPolicy
+from scheduler.wire.topology import Topology
 
 TOPOLOGY = Topology.load()
 NOW_MS = 1_800_000_000_000
@@ -36,12 +37,12 @@ SPECS = {
 
 
 def make_task(path: Path, codec: Codec) -> SchedulerTask:
-    topics = task_topics(TOPOLOGY, "bench")
-    return SchedulerTask(0, PartitionStore(path), topics, codec,
-                         lambda key, tenant, priority: TOPOLOGY.topic_name(key, "bench", tenant=tenant,
-                                                                           priority=priority),
-                         120_000, lambda tenant: None, lambda tenant, now: True,
-                         lambda tenant: 2**62, lambda tenant: None, TOPOLOGY.schedule_partitions)
+    tenants = TenantPolicy(
+        topic=lambda key, tenant, priority: TOPOLOGY.topic_name(key, "bench", tenant=tenant, priority=priority),
+        registered=lambda tenant: True, max_active_schedules=lambda tenant: 2**62,
+        max_concurrency=lambda tenant: None, retry_allowed=lambda tenant, now_ms: True)
+    return SchedulerTask(0, PartitionStore(path), task_topics(TOPOLOGY, "bench"), codec, tenants, 120_000,
+                         TOPOLOGY.schedule_partitions)
 
 
 def commands(codec: Codec, count: int, kind: str, tag: str) -> list[tuple[bytes, bytes]]:
@@ -56,13 +57,13 @@ def commands(codec: Codec, count: int, kind: str, tag: str) -> list[tuple[bytes,
 
 
 def run_turns(task: SchedulerTask, records: list[tuple[bytes, bytes]], handler: str, turn: int) -> list[Any]:
-    """Feed `records` to `handler` a turn at a time; returns the outbox of every turn."""
+    """Feed `records` to the handler of input topic `handler` a turn at a time; returns every turn's outbox."""
     out: list[Any] = []
-    fn = getattr(task, handler)
+    fn = task.handlers[handler]
     for first in range(0, len(records), turn):
         for offset, (key, value) in enumerate(records[first:first + turn], first):
             fn(key, value, offset, NOW_MS)
-        out.extend(task.outbox)
+        out.extend(task.ctx.outbox)
         task.changelog_records()
         task.committed({})
     return out
@@ -73,11 +74,11 @@ def one_round(codec: Codec, count: int, kind: str, turn: int, workdir: Path, tag
     task = make_task(workdir / tag, codec)
     inputs = commands(codec, count, kind, tag)
     started = time.perf_counter()
-    outbox = run_turns(task, inputs, "on_command", turn)
+    outbox = run_turns(task, inputs, topics.commands, turn)
     requests = [(key, value) for topic, key, value, _ in outbox if topic == topics.admissions]
-    outbox = run_turns(task, requests, "on_admission_request", turn)
+    outbox = run_turns(task, requests, topics.admissions, turn)
     answers = [(key, value) for topic, key, value, _ in outbox if topic == topics.admission_results]
-    outbox = run_turns(task, answers, "on_admission_result", turn)
+    outbox = run_turns(task, answers, topics.admission_results, turn)
     seconds = time.perf_counter() - started
     accepted = sum(1 for topic, _, value, _ in outbox if topic == topics.command_results
                    and codec.decode("CommandResult", value)["status"] == "ACCEPTED")

@@ -13,8 +13,8 @@ import pytest
 from conftest import delete_topics
 from control_env import control_env, hourly
 from engine_harness import REPO, ensure_layout
-from scheduler.bulk import CreateRequest
-from scheduler.client import make_spec
+from scheduler.control.bulk import CreateRequest
+from scheduler.control.client import make_spec
 
 
 @pytest.fixture(scope="module")
