@@ -37,6 +37,7 @@ import bystanders as around
 from children import detach, interruptible, stop_child, stop_group, uninterrupted
 from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
+from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.wire.codec import Codec
 from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
@@ -280,23 +281,17 @@ class Engine:
 
 def create_all(client: SchedulerClient, plan: list[tuple[str, str]], due_ms: int, window_ms: int,
                label: str) -> float:
-    """Send CREATE for every (schedule_id, tenant) and wait until all are ACCEPTED; returns the seconds taken."""
+    """CREATE every (schedule_id, tenant) through the client's bulk path (scheduler.control.bulk) and wait until
+    all are ACCEPTED; returns the seconds taken."""
     spec = make_spec("once", rfc3339(due_ms), priority=PRIORITY, flexible_window_ms=window_ms, payload=PAYLOAD)
     started = time.monotonic()
-    ids = []
     total = len(plan)
-    for n, (sid, tenant) in enumerate(plan):
-        ids.append(client.send("CREATE", sid, tenant, spec=spec))
-        if n % 5000 == 0:
-            progress(label, n, total, "sent")
-    chunk = 10_000
-    for first in range(0, total, chunk):
-        results = client.wait(ids[first:first + chunk], timeout_s=600)
-        rejected = [r for r in results.values() if r["status"] != "ACCEPTED"]
-        if rejected:
-            raise RuntimeError(f"{len(rejected)} creates rejected, e.g. {rejected[0]}")
-        progress(label, min(total, first + chunk), total,
-                 f"accepted, {(first + chunk) / (time.monotonic() - started):,.0f}/s")
+    requests = (CreateRequest(tenant, spec, schedule_id=sid) for sid, tenant in plan)
+    for done, (_, result) in enumerate(client.create_stream(requests, timeout_s=600), 1):
+        if result["status"] != "ACCEPTED":
+            raise RuntimeError(f"a create was rejected: {result}")
+        if done % 10_000 == 0 or done == total:
+            progress(label, done, total, f"accepted, {done / (time.monotonic() - started):,.0f}/s")
     end_progress()
     return time.monotonic() - started
 

@@ -3,7 +3,8 @@
 Human output by default, `--json` for scripts (one JSON document on stdout;
 errors as {"code", "message"}). Exit codes scripts can rely on: 0 ok,
 2 usage or validation error, 3 not found, 4 conflict (version, state, exists),
-5 quota, 6 timeout or unavailable, 1 anything else.
+5 quota, 6 timeout or unavailable, 1 anything else; `schedules import` exits 7 when
+some of its lines were rejected (the others were imported).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from confluent_kafka.admin import AclBinding
 from scheduler.control.acls import grant_worker
 from scheduler.api.keys import create_key, list_keys, revoke_key
 from scheduler.api.models import schedule_json
+from scheduler.control.bulk import DEFAULT_WINDOW
 from scheduler.control.client import (
     SPEC_DEFAULTS,
     Conflict,
@@ -44,6 +46,7 @@ from scheduler.kafka.views import ScheduleView, ViewUnavailable
 Record = dict[str, Any]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_QUOTA, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5, 6
+EXIT_REJECTED = 7  # `schedules import`: some lines were rejected (the others went in)
 EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
     (ValidationError, EXIT_USAGE), (NotFound, EXIT_NOT_FOUND), (Conflict, EXIT_CONFLICT),
     (QuotaExceeded, EXIT_QUOTA), (Unavailable, EXIT_UNAVAILABLE),
@@ -200,6 +203,22 @@ def schedules_create(args: argparse.Namespace) -> int:
     spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
     return _command(args, lambda c: c.create(args.tenant, spec, schedule_id=args.id,
                                               idempotency_key=args.idempotency_key))
+
+
+def schedules_import(args: argparse.Namespace) -> int:
+    """Exit 0 when every line was accepted, EXIT_REJECTED when any was rejected, 6 when any got no result."""
+    from scheduler.control.schedule_import import import_lines, summary_text
+
+    try:
+        source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError("USAGE", f"cannot read {args.file}: {exc.strerror}") from exc
+    with source, _client(args) as client:
+        summary = import_lines(client, source, args.window)
+    _emit(args, summary.as_json(), lambda _: summary_text(summary))
+    if "TIMEOUT" in summary.rejected:
+        return EXIT_UNAVAILABLE
+    return EXIT_REJECTED if summary.rejections else EXIT_OK
 
 
 def schedules_get(args: argparse.Namespace) -> int:
@@ -427,6 +446,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _spec_args(create, kind_required=True)
     create.add_argument("--id", help="schedule id (default: derived from --idempotency-key, else random)")
     create.add_argument("--idempotency-key")
+    bulk = _add(verbs, "import", schedules_import,
+                "create schedules from JSON Lines, many in flight (docs/control-plane.md)")
+    bulk.add_argument("file", help="JSON Lines file, one schedule a line; - for stdin")
+    bulk.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="commands in flight at most")
     get = _add(verbs, "get", schedules_get, "show one schedule")
     _tenant_arg(get)
     get.add_argument("schedule_id")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from scheduler.control.bulk import DEFAULT_WINDOW, CreateRequest, pipelined_creates
 from scheduler.wire.codec import Codec
 from scheduler.wire import vocabulary
 from scheduler.timing import instants
@@ -234,9 +235,31 @@ class SchedulerClient:
         value = self.codec.encode("Command", command)
         with self._cond:
             self._outstanding.add(command_id)
-        self.producer.produce(self.commands_topic, value, schedule_id.encode())
+        while True:
+            try:
+                self.producer.produce(self.commands_topic, value, schedule_id.encode())
+                break
+            except BufferError:  # the local queue is full (a bulk load outruns the broker): let it drain
+                self.producer.poll(0.1)
         self.producer.poll(0)
         return command_id
+
+    def take_results(self, command_ids: Collection[str], wait_s: float) -> dict[str, Record]:
+        """The results of `command_ids` collected so far (waiting up to `wait_s` for one), handed out once."""
+        with self._cond:
+            found = [cid for cid in self._results if cid in command_ids]
+            if not found:
+                self._cond.wait(wait_s)
+                found = [cid for cid in self._results if cid in command_ids]
+            self._outstanding.difference_update(found)
+            return {cid: self._results.pop(cid) for cid in found}
+
+    def forget(self, command_ids: Iterable[str]) -> None:
+        """Stop collecting results for these commands (given up on)."""
+        with self._cond:
+            for cid in command_ids:
+                self._outstanding.discard(cid)
+                self._results.pop(cid, None)
 
     def wait(self, command_ids: Iterable[str], timeout_s: float | None = None) -> dict[str, Record]:
         """The results of `command_ids`, as the reader thread collects them."""
@@ -272,20 +295,45 @@ class SchedulerClient:
 
     def _call(self, command_type: str, schedule_id: str, tenant: str, **kwargs: Any) -> Record:
         command_id = self.send(command_type, schedule_id, tenant, **kwargs)
-        result = self.wait([command_id])[command_id]
-        if result["status"] != "ACCEPTED":
-            raise error_for(result["reason"] or "UNKNOWN", result["message"] or "")
-        return result
+        return _accepted(self.wait([command_id])[command_id])
 
     def create(self, tenant: str, spec: Record, *, schedule_id: str | None = None,
                idempotency_key: str | None = None) -> Record:
         """Without a schedule id, one is derived from the idempotency key, so a retried create is a no-op."""
+        schedule_id = self.create_id(tenant, schedule_id, idempotency_key)
+        result = self.wait([self.send_create(tenant, schedule_id, spec, idempotency_key)])
+        return _accepted(next(iter(result.values())))
+
+    @staticmethod
+    def create_id(tenant: str, schedule_id: str | None, idempotency_key: str | None) -> str:
+        """The id a create uses: the one given, else derived from the idempotency key (else random)."""
         _check_tenant(tenant)
-        if schedule_id is None:
-            key = idempotency_key or str(uuid.uuid4())
-            schedule_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))
+        if schedule_id is not None:
+            return schedule_id
+        key = idempotency_key or str(uuid.uuid4())
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))
+
+    def send_create(self, tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> str:
+        """Produce one CREATE (RATE anchored, spec checked locally) without waiting; returns its command id."""
         spec = with_anchor(spec, int(time.time() * 1000))
-        return self._call("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
+        return self.send("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
+
+    def create_many(self, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
+                    timeout_s: float | None = None) -> list[Record]:
+        """One result per request, in their order: ACCEPTED or REJECTED with its reason (never raised).
+
+        Up to `window` commands are in flight at once (scheduler.control.bulk); `create_stream` hands the
+        results out as they arrive instead, for loads too large to keep every result."""
+        results: list[Record | None] = []
+        for index, result in pipelined_creates(self, requests, window, timeout_s):
+            results.extend([None] * (index + 1 - len(results)))
+            results[index] = result
+        return results  # type: ignore[return-value]
+
+    def create_stream(self, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
+                      timeout_s: float | None = None) -> Iterator[tuple[int, Record]]:
+        """(index of the request, its result), in the order the results arrive."""
+        return pipelined_creates(self, requests, window, timeout_s)
 
     def update(self, tenant: str, schedule_id: str, spec: Record, expected_version: int | None = None, *,
                dry_run: bool = False, count: int = PREVIEW_COUNT) -> Record:
@@ -339,6 +387,12 @@ def dry_run_diff(current: Record, spec: Record, now_ms: int, count: int = PREVIE
         "before_ms": preview(current["spec"], count, now_ms, fired),
         "after_ms": preview(spec, count, now_ms, fired),
     }
+
+
+def _accepted(result: Record) -> Record:
+    if result["status"] != "ACCEPTED":
+        raise error_for(result["reason"] or "UNKNOWN", result["message"] or "")
+    return result
 
 
 def _check_tenant(tenant: str) -> None:

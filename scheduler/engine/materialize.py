@@ -20,6 +20,9 @@ from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.timing.spec import ScheduleSpec
 
 MAX_FIRES_PER_PASS = 1000
+# Fires computed per step, growing: most passes (a new schedule, a wake-up) plan a fire or two before the
+# horizon, and a bulk load of cron schedules paid for 64 each.
+FIRST_BATCH, MAX_BATCH = 2, 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +105,19 @@ def _plan_fires(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version
         catch_up = now_ms - to_ms(fire.scheduled_for) > max_lateness_ms
         _add(result, schedule_id, version, fire, window_ms, catch_up)
     limit_ms = now_ms + horizon_ms
+    size = FIRST_BATCH
     while True:
-        batch = next_fires(spec, cursor, 64, result.fired_count)
+        batch = next_fires(spec, cursor, size, result.fired_count)
         for fire in batch:
             at_ms = to_ms(fire.scheduled_for)
             if at_ms > limit_ms or len(result.occurrences) >= MAX_FIRES_PER_PASS:
                 result.next_fire_ms = at_ms
                 return result
             _add(result, schedule_id, version, fire, window_ms, False)
-        if len(batch) < 64:
+        if len(batch) < size:
             return result
         cursor = batch[-1].scheduled_for
+        size = min(MAX_BATCH, size * 4)
 
 
 def _add(result: Plan, schedule_id: str, version: int, fire: Fire, window_ms: int, catch_up: bool) -> None:

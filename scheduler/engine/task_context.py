@@ -61,6 +61,7 @@ class TaskContext:
         self.tenants_used: set[str] = set()  # tenants whose topics this turn's records need
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
+        self._last_saved: tuple[Record | None, bytes] = (None, b"")  # the state `save` encoded last, for `publish`
 
     # -- out --------------------------------------------------------------------------
 
@@ -76,8 +77,15 @@ class TaskContext:
         self.emit(self.topics.command_results, "CommandResult", key, result, self.partition)
 
     def publish(self, state: Record) -> None:
-        """The tenant's own view of its schedules, which its workers follow."""
-        self.emit_to_tenant("schedule-view", state["tenant"], "ScheduleState", state["schedule_id"].encode(), state)
+        """The tenant's own view of its schedules, which its workers follow (the bytes `save` just stored,
+        when it stored this very state: a create or a change would otherwise encode it twice)."""
+        saved, value = self._last_saved
+        if saved is not state:
+            self.emit_to_tenant("schedule-view", state["tenant"], "ScheduleState", state["schedule_id"].encode(), state)
+            return
+        self.tenants_used.add(state["tenant"])
+        self.outbox.append((self.tenants.topic("schedule-view", state["tenant"], None), state["schedule_id"].encode(),
+                            value, None))
 
     def admission(self, state: Record, kind: str, now_ms: int) -> None:
         """Reserve or release one of the tenant's active-schedule slots (counted by the tenant's partition)."""
@@ -112,7 +120,9 @@ class TaskContext:
         wake = timeline_keys.wake_key(state)
         if wake is not None:
             self.txn.put("timeline", wake, b"")
-        self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
+        value = self.codec.encode("ScheduleState", state)
+        self.txn.put("schedules", state["schedule_id"].encode(), value)
+        self._last_saved = (state, value)
 
     def drop_wake(self, state: Record) -> None:
         wake = timeline_keys.wake_key(state)

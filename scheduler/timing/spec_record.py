@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 from scheduler.timing.instants import optional_datetime
@@ -9,6 +10,7 @@ from scheduler.timing.spec import ScheduleSpec, SpecError, parse_spec
 
 _FIELDS = ("kind", "expression", "time_zone", "start_at_ms", "end_at_ms", "max_fires",
            "dst_gap", "dst_overlap", "anchor_at_ms", "month_end")
+_KEY = itemgetter(*_FIELDS)
 
 
 # A lease shorter than this would have workers heartbeat more than ten times a second.
@@ -20,7 +22,11 @@ def compile_spec(spec: dict[str, Any]) -> ScheduleSpec:
     lease = spec.get("lease_ms")
     if lease is not None and lease < MIN_LEASE_MS:
         raise SpecError("lease_ms", f"must be at least {MIN_LEASE_MS} ms, got {lease}")
-    return _compile(tuple(spec.get(name) for name in _FIELDS))
+    try:
+        values = _KEY(spec)  # a decoded or make_spec record has every field
+    except KeyError:
+        values = tuple(spec.get(name) for name in _FIELDS)
+    return _compile(values)
 
 
 @lru_cache(maxsize=65536)

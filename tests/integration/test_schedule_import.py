@@ -1,0 +1,118 @@
+"""`scheduler schedules import` and `SchedulerClient.create_many` on the real broker and a strict engine."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import delete_topics
+from control_env import control_env, hourly
+from engine_harness import REPO, ensure_layout
+from scheduler.control.bulk import CreateRequest
+from scheduler.control.client import make_spec
+
+
+@pytest.fixture(scope="module")
+def env(kafka_bootstrap, tmp_path_factory):
+    yield from control_env(kafka_bootstrap, tmp_path_factory.mktemp("import"))
+
+
+def run_import(env, path: str, stdin: str | None = None, *args: str,
+               prefix: str | None = None) -> tuple[int, dict | None]:
+    run = subprocess.run([sys.executable, "-m", "scheduler", "schedules", "import", path, "--json", *args],
+                         cwd=REPO, capture_output=True, text=True, timeout=180, input=stdin,
+                         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
+                              "SCHEDULER_TOPIC_PREFIX": prefix or env.prefix})
+    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else None
+
+
+def line(tenant: str, expression: str, **fields) -> str:
+    spec = {"kind": fields.pop("kind", "CRON"), "expression": expression, **fields.pop("spec", {})}
+    return json.dumps({"tenant": tenant, "spec": spec, **fields})
+
+
+def test_import_reports_every_bad_line_and_imports_the_rest_once(env, tmp_path: Path):
+    capped = f"capped{uuid.uuid4().hex[:6]}"
+    env.plane.tenants.register(capped, max_active_schedules=2)
+    lines = [
+        line("acme", "0 9 * * MON-FRI", spec={"time_zone": "Asia/Tokyo"}),          # 1
+        line("acme", "0 2 * * *", schedule_id="imp-nightly", spec={"payload": "{}"}),  # 2
+        line("acme", "0 99 * * *"),                                                  # 3 bad cron
+        "",                                                                          # 4 blank: skipped
+        line("acme", "0 9 * * *", spec={"time_zone": "Mars/Olympus"}),               # 5 unknown zone
+        line("nobody", "0 9 * * *"),                                                 # 6 unknown tenant
+        line("acme", "0 2 * * *", schedule_id="imp-nightly", spec={"payload": "{}"}),  # 7 duplicate of 2
+        "{not json",                                                                 # 8
+        line("acme", "every 90m", kind="RATE", spec={"bogus": 1}),                   # 9 unknown field
+        line(capped, "0 1 * * *"),                                                   # 10-12: quota 2
+        line(capped, "0 2 * * *"),
+        line(capped, "0 3 * * *"),
+        line("globex", "every 15m", kind="RATE", idempotency_key="globex-quarter"),  # 13
+    ]
+    path = tmp_path / "schedules.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+
+    code, summary = run_import(env, str(path))
+    assert code == 7, summary
+    assert summary["lines"] == 12 and summary["created"] == 5 and summary["already_existed"] == 0
+    assert summary["rejected"] == {"INVALID_SPEC": 2, "UNKNOWN_ZONE": 1, "UNKNOWN_TENANT": 1, "DUPLICATE": 1,
+                                   "MALFORMED_RECORD": 1, "QUOTA": 1}
+    by_line = {r["line"]: r for r in summary["rejections"]}
+    assert {n: by_line[n]["reason"] for n in (3, 5, 6, 7, 8, 9)} == {
+        3: "INVALID_SPEC", 5: "UNKNOWN_ZONE", 6: "UNKNOWN_TENANT", 7: "DUPLICATE", 8: "MALFORMED_RECORD",
+        9: "INVALID_SPEC"}
+    quota_line = next(n for n, r in by_line.items() if r["reason"] == "QUOTA")
+    assert quota_line in (10, 11, 12) and "hour: 99" in by_line[3]["message"] and "line 2" in by_line[7]["message"]
+    assert "spec.bogus" in by_line[9]["message"]
+
+    client = env.plane.client
+    acme_ids = {s["schedule_id"] for s in client.list("acme")}
+    assert "imp-nightly" in acme_ids and client.get("acme", "imp-nightly")["spec"]["payload"] == b"{}"
+    assert len(client.list(capped, state="ACTIVE")) == 2
+    before = {t: len(client.list(t)) for t in ("acme", "globex", capped)}
+
+    code, again = run_import(env, str(path))  # the same file again: nothing new, the same rejections
+    assert code == 7, again
+    assert again["created"] == 0 and again["already_existed"] == 5
+    assert again["rejected"] == summary["rejected"]
+    assert {t: len(client.list(t)) for t in ("acme", "globex", capped)} == before
+
+
+def test_a_clean_import_from_stdin_exits_0_and_a_missing_file_2(env):
+    stdin = "\n".join(line("globex", f"{n} 4 * * *", schedule_id=f"stdin-{n}") for n in range(20)) + "\n"
+    code, summary = run_import(env, "-", stdin)
+    assert code == 0 and summary["created"] == 20 and summary["rejections"] == []
+    assert {f"stdin-{n}" for n in range(20)} <= {s["schedule_id"] for s in env.plane.client.list("globex")}
+    code, error = run_import(env, "/nonexistent/schedules.jsonl")
+    assert code == 2 and error["code"] == "USAGE"
+
+
+def test_create_many_answers_each_request_in_order_without_raising(env):
+    tag = uuid.uuid4().hex[:6]
+    requests = [CreateRequest("acme", hourly(), schedule_id=f"many-{tag}-{n}") for n in range(300)]
+    requests.insert(100, CreateRequest("acme", make_spec("cron", "not a cron"), schedule_id=f"bad-{tag}"))
+    requests.insert(200, CreateRequest("bad tenant!", hourly()))
+    results = env.plane.client.create_many(requests, window=50)
+    assert len(results) == 302
+    assert [r["schedule_id"] for r in results[:100]] == [f"many-{tag}-{n}" for n in range(100)]
+    assert results[100]["status"] == "REJECTED" and results[100]["reason"] == "INVALID_SPEC"
+    assert results[200]["status"] == "REJECTED" and results[200]["reason"] == "MALFORMED_RECORD"
+    assert sum(r["status"] == "ACCEPTED" for r in results) == 300
+    listed = {s["schedule_id"] for s in env.plane.client.list("acme")}
+    assert {f"many-{tag}-{n}" for n in range(300)} <= listed and f"bad-{tag}" not in listed
+
+
+def test_lines_without_any_result_time_out_and_exit_6(env):
+    prefix = f"noengine{uuid.uuid4().hex[:6]}"  # the topics, but no scheduler reading them
+    ensure_layout(env.bootstrap, prefix)
+    try:
+        stdin = "\n".join(line("acme", "0 5 * * *", schedule_id=f"lost-{n}") for n in range(3)) + "\n"
+        code, summary = run_import(env, "-", stdin, "--timeout", "3", prefix=prefix)
+        assert code == 6 and summary["rejected"] == {"TIMEOUT": 3} and summary["created"] == 0
+    finally:
+        delete_topics(env.bootstrap, prefix)
