@@ -20,13 +20,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from scheduler.admin import ensure_tenant_topics, ensure_topics
 from scheduler.codec import Codec
 from scheduler.engine import dispatch_lane
+from scheduler.engine.assignment import Assignment, Standbys, instance_id_held
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import restore_partition
+from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE_HEADER
 from scheduler.kafka_clients import connection
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.metrics import EngineMetrics
@@ -37,12 +38,13 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
+INSTANCE_HELD_S = 60.0  # longest wait for the group to release this instance id after a crash
 TENANT_CATCH_UP_S = 5.0  # longest wait for the tenants view before a command of an unknown tenant is refused
 
 
 class SchedulerProcess:
     def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.time,
-                 metrics: EngineMetrics | None = None) -> None:
+                 metrics: EngineMetrics | None = None, standbys: Standbys | None = None) -> None:
         self.config = config
         self.clock = clock
         self.metrics = metrics if metrics is not None else EngineMetrics()
@@ -69,10 +71,15 @@ class SchedulerProcess:
         self._held_up = False  # the last turn had due work and could send none of it
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
-        self.consumer = Consumer(consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix)))
+        self._consumer_conf = consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix),
+                                            config.instance_id)
+        self.consumer = Consumer(self._consumer_conf)
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock)
+        self.assignment = Assignment(
+            [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results],
+            self.tasks, self.stages, self._open_store, self._begin_restore, self._make_task, self.metrics, standbys)
 
     def stop(self) -> None:
         self._stop.set()
@@ -90,17 +97,33 @@ class SchedulerProcess:
             self.topics.commands: SchedulerTask.on_command, self.topics.attempts: SchedulerTask.on_attempt,
             self.topics.admissions: SchedulerTask.on_admission_request,
             self.topics.admission_results: SchedulerTask.on_admission_result}
-        self.consumer.subscribe(list(self._handlers), on_assign=self._on_assign,
-                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        self._subscribe()
+        held_until = time.monotonic() + INSTANCE_HELD_S
         try:
             while not self._stop.is_set():
-                self._turn()
+                try:
+                    self._turn()
+                except KafkaException as exc:
+                    # Restarted after a crash within the old member's session: join once the broker let it go.
+                    if not instance_id_held(exc.args[0]) or self.tasks or time.monotonic() > held_until:
+                        raise
+                    log.info("instance id %s still held by its previous member; joining again in 1 s",
+                             self.config.instance_id)
+                    self.consumer.close()
+                    time.sleep(1.0)
+                    self.consumer = Consumer(self._consumer_conf)
+                    self._subscribe()
         finally:
             self._close()
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(list(self._handlers), on_assign=self.assignment.on_assign,
+                                on_revoke=self.assignment.on_revoke, on_lost=self.assignment.on_revoke)
 
     def _close(self) -> None:
         try:
             self.stages.close()
+            self.assignment.close()
             self.consumer.close()
             if self.tenants is not None:
                 self.tenants.close()
@@ -121,35 +144,19 @@ class SchedulerProcess:
             ensure_tenant_topics(self._common, self.topology, self.config.prefix, tenant)
             self.known_tenants.add(tenant)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        assigned = sorted({tp.partition for tp in partitions})
-        self.stages.open([p for p in assigned if p not in self.tasks])
-        for partition in assigned:
-            if partition in self.tasks:
-                continue
-            store = PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
-            with self.metrics.restore():
-                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec,
-                                            on_wait=self.metrics.restore_waiting)
-            self.metrics.restored(applied)
-            self.tasks[partition] = SchedulerTask(
-                partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
-                self._ensure_tenant, self._retry_allowed,
-                lambda tenant: self._quota(tenant, "max_active_schedules"),
-                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions,
-                self._tenant_registered)
-        self.metrics.assigned(assigned, len(self.tasks))
-        log.info("assigned partitions %s", assigned)
+    def _open_store(self, partition: int) -> PartitionStore:
+        return PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        revoked = sorted({tp.partition for tp in partitions})
-        self.stages.forget(revoked)
-        for partition in revoked:
-            task = self.tasks.pop(partition, None)
-            if task is not None:
-                task.store.close()
-        self.metrics.revoked(revoked, len(self.tasks))
-        log.info("revoked partitions %s", revoked)
+    def _begin_restore(self, partition: int, store: PartitionStore) -> PartitionRestore:
+        return PartitionRestore(store, self._common, self.topics.changelogs, partition, self.codec,
+                                on_wait=self.metrics.restore_waiting)
+
+    def _make_task(self, partition: int, store: PartitionStore) -> SchedulerTask:
+        return SchedulerTask(
+            partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
+            self._ensure_tenant, self._retry_allowed, lambda tenant: self._quota(tenant, "max_active_schedules"),
+            lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions,
+            self._tenant_registered)
 
     def _quota(self, tenant: str, name: str) -> Any:
         found = self.tenants.get(tenant) if self.tenants is not None else None
@@ -188,6 +195,7 @@ class SchedulerProcess:
         messages = self.consumer.consume(self.config.input_batch, timeout=self._poll_timeout_s(now_ms))
         now_ms = int(self.clock() * 1000)
         inputs = [m for m in messages if not self._is_noise(m)]
+        self.assignment.step(time.monotonic() + self.config.restore_slice_ms / 1000)
         self.stages.step(now_ms)
         if not inputs and not self._has_due_work(now_ms):
             return
@@ -227,6 +235,7 @@ class SchedulerProcess:
         for msg in inputs:
             task = self.tasks.get(msg.partition())
             if task is None:
+                self.assignment.unowned(msg.topic(), msg.partition(), msg.offset())
                 continue
             source = (msg.topic(), msg.partition())
             first_offsets.setdefault(source, msg.offset())
@@ -291,6 +300,8 @@ class SchedulerProcess:
     def _poll_timeout_s(self, now_ms: int) -> float:
         """Until the next due entry; after a turn that could send nothing of what was due (all held back
         by rate or running-slot limits) the idle poll, so waiting on a limit does not spin the loop."""
+        if self.assignment.restoring:
+            return 0.0
         if self._held_up:
             return self.config.idle_poll_ms / 1000.0
         if self.stages.filling:
@@ -348,12 +359,20 @@ class SchedulerProcess:
                 # and any failed delivery fails the commit anyway.
                 def delivered(msg: Any, store: str = store, task_offsets: dict[str, int] = task_offsets) -> None:
                     task_offsets[store] = msg.offset() + 1
+                wakes = task.schedule_wakes if store == "schedules" else {}
                 *rest, (topic, key, value) = records
                 for topic_, key_, value_ in rest:
-                    produce(topic_, value_, key_, partition=task.partition)
-                producer.produce(topic, value, key, partition=task.partition, on_delivered=delivered)
+                    produce(topic_, value_, key_, partition=task.partition, headers=_wake_header(wakes, key_))
+                producer.produce(topic, value, key, partition=task.partition, on_delivered=delivered,
+                                 headers=_wake_header(wakes, key))
             producer.raw.poll(0)
         # Undelivered output (e.g. purged when the transaction timed out) fails this turn only: abort it,
         # rewind the inputs and go again; a fenced producer fails the abort.
         producer.flush(30)
         return offsets
+
+
+def _wake_header(wakes: dict[bytes, bytes], key: bytes) -> list[tuple[str, bytes]] | None:
+    """A schedule record names its wake-up, so restore needs not decode it (scheduler/engine/restore.py)."""
+    wake = wakes.get(key)
+    return None if wake is None else [(WAKE_HEADER, wake)]

@@ -126,6 +126,7 @@ class SchedulerTask:
         self.txn = StoreTransaction(self.store)
         self.outbox: list[Output] = []
         self.timeline_changelog: dict[bytes, bytes] = {}
+        self.schedule_wakes: dict[bytes, bytes] = {}  # schedule key -> its wake-up key (b"": none), for restore
         self._scanned: dict[bytes, list[bytes]] = {}  # keys each lane's scan met this turn
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
@@ -478,7 +479,9 @@ class SchedulerTask:
         wake = timeline_keys.wake_key(state)
         if wake is not None:
             self.txn.put("timeline", wake, b"")
-        self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
+        key = state["schedule_id"].encode()
+        self.txn.put("schedules", key, self.codec.encode("ScheduleState", state))
+        self.schedule_wakes[key] = wake or b""
 
     def _pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
         sid = state["schedule_id"]
