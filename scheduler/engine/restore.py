@@ -59,12 +59,13 @@ class PartitionRestore:
     store consistent with its checkpoints (the caller closes the store)."""
 
     def __init__(self, store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
-                 partition: int, codec: Any, timeout_s: float = 120.0, on_wait: WaitReport | None = None) -> None:
+                 partition: int, codec: Any, timeout_s: float = 120.0, on_wait: WaitReport | None = None,
+                 admin: AdminClient | None = None) -> None:
         self.store, self.partition, self.codec, self.timeout_s = store, partition, codec, timeout_s
         self.stores = {topic: name for name, topic in changelogs.items()}
         self.applied = {name: 0 for name in changelogs}
         self.started = time.monotonic()
-        bounds = _log_bounds(consumer_conf, list(changelogs.values()), partition, timeout_s)
+        bounds = _log_bounds(admin or AdminClient(consumer_conf), list(changelogs.values()), partition, timeout_s)
         self.starts = {topic: max(store.changelog_offset(name), bounds[topic][0])
                        for topic, name in self.stores.items()}
         self.ends = {topic: bounds[topic][1] for topic in self.stores}
@@ -253,12 +254,10 @@ _TRANSIENT = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_N
                         KafkaError._TRANSPORT})
 
 
-def _log_bounds(consumer_conf: dict[str, Any], topics: list[str], partition: int,
-                timeout_s: float) -> dict[str, tuple[int, int]]:
+def _log_bounds(admin: AdminClient, topics: list[str], partition: int, timeout_s: float) -> dict[str, tuple[int, int]]:
     """(first offset, high watermark) of each changelog partition, in one request each: the high watermark as
     a read_uncommitted reader sees it, past every record, committed, aborted or still open. Retried while the
     error is transient: right after topic creation or a broker restart the partition may have no leader yet."""
-    admin = AdminClient(consumer_conf)
     deadline = time.monotonic() + timeout_s
     while True:
         try:

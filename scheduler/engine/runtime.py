@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from scheduler.admin import ensure_tenant_topics, ensure_topics
 from scheduler.codec import Codec
@@ -71,6 +72,7 @@ class SchedulerProcess:
         self._held_up = False  # the last turn had due work and could send none of it
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
+        self._admin = AdminClient(common)  # the restores' log bounds
         self._consumer_conf = consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix),
                                             config.instance_id)
         self.consumer = Consumer(self._consumer_conf)
@@ -149,7 +151,7 @@ class SchedulerProcess:
 
     def _begin_restore(self, partition: int, store: PartitionStore) -> PartitionRestore:
         return PartitionRestore(store, self._common, self.topics.changelogs, partition, self.codec,
-                                on_wait=self.metrics.restore_waiting)
+                                on_wait=self.metrics.restore_waiting, admin=self._admin)
 
     def _make_task(self, partition: int, store: PartitionStore) -> SchedulerTask:
         return SchedulerTask(
