@@ -53,10 +53,6 @@ class PartitionStore:
     def get(self, store: str, key: bytes) -> bytes | None:
         return self._families[store].get(key)
 
-    def get_many(self, store: str, keys: list[bytes]) -> list[bytes | None]:
-        """One multi-get: a restore batch looks up thousands of keys at once."""
-        return self._families[store].get(keys) if keys else []
-
     def items_from(self, store: str, start: bytes, end: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Entries in [start, end). The bound matters: without it a seek past the last live key walks
         every tombstone after it (after a burst: the whole dispatched range) looking for the next.

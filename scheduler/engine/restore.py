@@ -153,25 +153,22 @@ class PartitionRestore:
             self.store.write(changes, offsets)
 
     def _schedules(self, records: list[Message], changes: Changes) -> None:
-        """The schedules and their wake-ups: the batch's last value per key replaces the stored one, whose
-        wake-up is removed (found with one multi-get: most keys are new)."""
-        latest: dict[bytes, tuple[bytes | None, Any]] = {}
+        """The schedules and their wake-ups, from the batch's last value per key. The wake-up of the value a
+        key had before is left in place: a wake-up that no longer matches its schedule is dropped when it falls
+        due (SchedulerTask.materialize_due), and looking every key up first would double the restore's work."""
+        latest: dict[bytes, Message] = {}
         for msg in records:
-            latest[msg.key()] = (msg.value(), msg.headers())
-        keys = list(latest)
-        timeline = changes.setdefault("timeline", {})
-        for old in self.store.get_many("schedules", keys):
-            if old is not None:
-                wake = timeline_keys.wake_key(self.codec.decode("ScheduleState", old))
-                if wake is not None:
-                    timeline[wake] = None
+            latest[msg.key()] = msg
         schedules = changes.setdefault("schedules", {})
-        for key, (value, headers) in latest.items():
-            schedules[key] = value
+        timeline = changes.setdefault("timeline", {})
+        for key, msg in latest.items():
+            value = schedules[key] = msg.value()
             if value is None:
                 continue
-            wake = _header(headers)
-            if wake is None:
+            headers = msg.headers()
+            if headers and headers[0][0] == WAKE_HEADER:
+                wake = headers[0][1] or b""
+            else:
                 wake = timeline_keys.wake_key(self.codec.decode("ScheduleState", value)) or b""
             if wake:
                 timeline[wake] = b""
@@ -212,13 +209,6 @@ def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], chan
     finally:
         restore.close()
     return restore.applied
-
-
-def _header(headers: list[tuple[str, bytes]] | None) -> bytes | None:
-    for name, value in headers or ():
-        if name == WAKE_HEADER:
-            return value or b""
-    return None
 
 
 class _Stall:

@@ -28,7 +28,8 @@ from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE_HEADER
+from scheduler.engine.outputs import produce_outputs
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 from scheduler.kafka_clients import connection
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.metrics import EngineMetrics
@@ -211,7 +212,7 @@ class SchedulerProcess:
             phases.append(time.perf_counter())
             # A backlog of heartbeats is not silence: leases expire only in a turn that drained its inputs.
             self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch)
-            changelog_offsets = self._produce_outputs()
+            changelog_offsets = produce_outputs(producer, self.tasks.values())
             phases.append(time.perf_counter())
             if next_offsets:
                 producer.send_offsets([TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
@@ -342,39 +343,3 @@ class SchedulerProcess:
             return False
         self._held_up = False
         return True
-
-    def _produce_outputs(self) -> dict[int, dict[str, int]]:
-        """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint."""
-        offsets: dict[int, dict[str, int]] = {}
-        producer = self.producer
-        assert producer is not None
-        produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
-        for task in self.tasks.values():
-            for topic, key, value, partition in task.outbox:
-                if partition is None:
-                    produce(topic, value, key)
-                else:
-                    produce(topic, value, key, partition=partition)
-            task_offsets = offsets.setdefault(task.partition, {})
-            for store, records in task.changelog_records().items():
-                # Records of one partition are delivered in order: the last one's offset covers them all,
-                # and any failed delivery fails the commit anyway.
-                def delivered(msg: Any, store: str = store, task_offsets: dict[str, int] = task_offsets) -> None:
-                    task_offsets[store] = msg.offset() + 1
-                wakes = task.schedule_wakes if store == "schedules" else {}
-                *rest, (topic, key, value) = records
-                for topic_, key_, value_ in rest:
-                    produce(topic_, value_, key_, partition=task.partition, headers=_wake_header(wakes, key_))
-                producer.produce(topic, value, key, partition=task.partition, on_delivered=delivered,
-                                 headers=_wake_header(wakes, key))
-            producer.raw.poll(0)
-        # Undelivered output (e.g. purged when the transaction timed out) fails this turn only: abort it,
-        # rewind the inputs and go again; a fenced producer fails the abort.
-        producer.flush(30)
-        return offsets
-
-
-def _wake_header(wakes: dict[bytes, bytes], key: bytes) -> list[tuple[str, bytes]] | None:
-    """A schedule record names its wake-up, so restore needs not decode it (scheduler/engine/restore.py)."""
-    wake = wakes.get(key)
-    return None if wake is None else [(WAKE_HEADER, wake)]
