@@ -1,9 +1,9 @@
 """Restore throughput: `python bench/restore.py --schedules 1000000 [--bootstrap HOST:PORT]`.
 
 Writes `--schedules` idle ScheduleState records (one-shots 60 days out, as bench/scale.py's idle set) straight
-into the schedules changelog of two fresh prefixes, spread over the partitions as the engine would, once with
-the `wake` header the engine writes since issue 17 and once without it (as records written before: restore
-decodes each one). Then restores every partition of each into an empty store with
+into the schedules changelog of a fresh prefix, spread over the partitions as the engine would, with the `wake`
+header the engine writes since issue 17, and copies them without it into a second prefix (as records written
+before the header: restore decodes each one). Then restores every partition of each into an empty store with
 scheduler.engine.restore.PartitionRestore, one after the other in this process, and reports seconds per
 million schedules. Not included: the group's assignment, the stage producers, the process start (see
 bench/scale.py for the engine end to end). Writes bench/results/restore-<N>.md.
@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -37,7 +37,7 @@ from scheduler.topology import Topology  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def load(bootstrap: str, topic: str, count: int, partitions: int, headers: bool) -> None:
+def load(bootstrap: str, topic: str, count: int, partitions: int) -> None:
     codec = Codec.default()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
                          "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
@@ -49,17 +49,41 @@ def load(bootstrap: str, topic: str, count: int, partitions: int, headers: bool)
                  "idempotency_key": None, "create_command_id": f"c-{n}", "created_at_ms": far - 1,
                  "updated_at_ms": far - 1, "next_fire_ms": far + n, "fired_count": 0, "pending": [], "running": []}
         key = sid.encode()
-        extra = {"headers": [(WAKE_HEADER, wake_key(state) or b"")]} if headers else {}
         while True:
             try:
                 producer.produce(topic, codec.encode("ScheduleState", state), key,
-                                 partition=partition_for(key, partitions), **extra)
+                                 partition=partition_for(key, partitions),
+                                 headers=[(WAKE_HEADER, wake_key(state) or b"")])
                 break
             except BufferError:
                 producer.poll(0.1)
         if n % 10_000 == 0:
             producer.poll(0)
     producer.flush(120)
+
+
+def copy_without_headers(bootstrap: str, source: str, target: str, count: int, partitions: int) -> None:
+    """The same records as written before the header existed: copied as they are, minus the header."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-restore-copy", "enable.auto.commit": False,
+                         "fetch.max.bytes": 64 * 1024 * 1024})
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
+                         "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
+    consumer.assign([TopicPartition(source, p, 0) for p in range(partitions)])
+    copied = 0
+    while copied < count:
+        for msg in consumer.consume(10_000, timeout=1.0):
+            if msg.error():
+                continue
+            while True:
+                try:
+                    producer.produce(target, msg.value(), msg.key(), partition=msg.partition())
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            copied += 1
+        producer.poll(0)
+    producer.flush(120)
+    consumer.close()
 
 
 def restore_all(bootstrap: str, topics: dict[str, str], partitions: int, workdir: Path) -> tuple[float, int]:
@@ -83,16 +107,20 @@ def main() -> int:
     p.add_argument("--schedules", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=3, help="restores of each variant (median reported)")
     p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"))
+    p.add_argument("--loaded", help="prefix of an earlier run's header variant holding --schedules (not loaded again)")
     args = p.parse_args()
     topology = Topology.load()
     partitions = topology.schedule_partitions
-    variants = {"wake header": True, "no header (decoded)": False}
-    prefixes = {name: f"rb{uuid.uuid4().hex[:6]}" for name in variants}
-    for name, headers in variants.items():
-        ensure_topics(args.bootstrap, topology, prefixes[name])
-        began = time.monotonic()
-        load(args.bootstrap, topology.topic_name("schedules", prefixes[name]), args.schedules, partitions, headers)
-        print(f"{name}: loaded {args.schedules:,} in {time.monotonic() - began:.1f} s", file=sys.stderr)
+    variants = ("wake header", "no header (decoded)")
+    prefixes = {variants[0]: args.loaded or f"rb{uuid.uuid4().hex[:6]}", variants[1]: f"rb{uuid.uuid4().hex[:6]}"}
+    schedules = {name: topology.topic_name("schedules", prefix) for name, prefix in prefixes.items()}
+    began = time.monotonic()
+    if not args.loaded:
+        ensure_topics(args.bootstrap, topology, prefixes[variants[0]], timeout=120)
+        load(args.bootstrap, schedules[variants[0]], args.schedules, partitions)
+    ensure_topics(args.bootstrap, topology, prefixes[variants[1]], timeout=120)
+    copy_without_headers(args.bootstrap, schedules[variants[0]], schedules[variants[1]], args.schedules, partitions)
+    print(f"loaded {args.schedules:,} in {time.monotonic() - began:.1f} s (prefixes {prefixes})", file=sys.stderr)
     seconds: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name in variants:  # side by side: the variants alternate, so the machine's load hits both

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -62,6 +63,7 @@ class _Pending:
     """A fully assigned partition on its way to dispatching."""
 
     assigned_at: float
+    opening: Future[None] | None = None  # its stage producers being initialised, off the loop
     store: PartitionStore | None = None
     restore: PartitionRestore | None = None
     skipped: dict[str, int] = field(default_factory=dict)  # input topic -> first offset seen while paused
@@ -82,6 +84,7 @@ class Assignment:
         self.assigned: dict[int, set[str]] = {}  # partition -> its input topics assigned here
         self.pending: dict[int, _Pending] = {}
         self._consumer: Consumer | None = None
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stage-open")
 
     @property
     def restoring(self) -> bool:
@@ -156,18 +159,24 @@ class Assignment:
         """Advance the restores until `until` (monotonic); start the tasks of those done."""
         if not self.pending:
             return
-        fresh = [p for p, pending in self.pending.items() if pending.restore is None]
+        fresh = [p for p, pending in self.pending.items() if pending.opening is None]
         if fresh:
-            # Before the restore: a stage the previous owner left open holds the changelogs' readers back.
-            self.stages.open([p for p in fresh if p not in self.stages.stagers])
+            # Before the restore: a stage the previous owner left open holds the changelogs' readers back. The
+            # stage producers' initialisation waits on the broker: a thread does it, the loop goes on.
+            opening = self._opener.submit(self._open_stages, fresh)
             for partition in fresh:
+                self.pending[partition].opening = opening
+        if all(pending.restore is None for pending in self.pending.values()):  # nothing to replay yet
+            wait({pending.opening for pending in self.pending.values() if pending.opening is not None},
+                 timeout=max(0.0, until - time.monotonic()), return_when=FIRST_COMPLETED)
+        for partition, pending in self.pending.items():
+            if pending.restore is None and pending.opening is not None and pending.opening.done():
+                pending.opening.result()
                 self.standbys.release(partition)
-                pending = self.pending[partition]
                 pending.store = self.open_store(partition)
                 pending.restore = self.begin_restore(partition, pending.store)
-        for partition, pending in sorted(self.pending.items(), key=lambda item: item[1].restore.remaining):
-            restore = pending.restore
-            assert restore is not None
+        restoring = [(p, pending, pending.restore) for p, pending in self.pending.items() if pending.restore]
+        for partition, pending, restore in sorted(restoring, key=lambda item: item[2].remaining):
             if restore.step(until):
                 self._start(partition, pending)
             else:
@@ -175,6 +184,12 @@ class Assignment:
             if time.monotonic() >= until:
                 break
         self.metrics.restoring.set(len(self.pending))
+
+    def _open_stages(self, partitions: list[int]) -> None:
+        self.stages.open(partitions)
+        for partition in partitions:
+            if partition not in self.pending:  # revoked meanwhile
+                self.stages.stagers.pop(partition, None)
 
     def _start(self, partition: int, pending: _Pending) -> None:
         restore, store = pending.restore, pending.store
@@ -192,6 +207,7 @@ class Assignment:
         log.info("partition %d dispatching %.2f s after its assignment", partition, waited)
 
     def close(self) -> None:
+        self._opener.shutdown(wait=True)
         for pending in self.pending.values():
             if pending.restore is not None:
                 pending.restore.close()

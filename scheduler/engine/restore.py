@@ -72,7 +72,7 @@ class PartitionRestore:
         self.positions = dict(self.starts)
         self._report = on_wait or (lambda topic, partition, seconds: None)
         self._stalls = {topic: _Stall(topic, partition, self.ends[topic], self._report) for topic in self.stores}
-        self._progress_at = time.monotonic()
+        self._held_s = 0.0  # waited without progress since the last record
         self.consumer: Consumer | None = None
         pending = [TopicPartition(t, partition, self.starts[t]) for t in self.stores if self.starts[t] < self.ends[t]]
         if pending:
@@ -97,16 +97,11 @@ class PartitionRestore:
         return self.remaining * elapsed / read if read > 0 else None
 
     def step(self, until: float) -> bool:
-        """Apply batches until the store is caught up or `until` (monotonic) has passed; True when done."""
+        """Apply batches until the store is caught up or `until` (monotonic) has passed; True when done. A call
+        that finds nothing new returns at once, leaving the rest of the slice to the other restores."""
         consumer = self.consumer
         while consumer is not None and not self.done:
             now = time.monotonic()
-            if now - self._progress_at > self.timeout_s:
-                topic = min(self.stores, key=lambda t: self.positions[t] - self.ends[t])
-                raise RestoreStalled(
-                    f"restoring {topic}[{self.partition}] stopped at offset {self.positions[topic]} of "
-                    f"{self.ends[topic]} for {self.timeout_s:.0f} s: a transaction there was neither committed "
-                    "nor aborted; the partition is not started on partial state")
             if now >= until:
                 return False
             before = self.remaining
@@ -115,11 +110,22 @@ class PartitionRestore:
                                          if self.starts[t] < self.ends[t]]):
                 if tp.offset >= 0 and tp.offset > self.positions[tp.topic]:
                     self.positions[tp.topic] = tp.offset
-            if self.remaining < before:
-                self._progress_at = time.monotonic()
             for topic, stall in self._stalls.items():
                 if self.starts[topic] < self.ends[topic]:
                     stall.at(self.positions[topic])
+            if self.remaining < before:
+                self._held_s = 0.0
+                continue
+            # Only the time spent waiting counts towards the bound, not the turns this restore had no slice in.
+            self._held_s += time.monotonic() - now
+            if self._held_s > self.timeout_s:
+                topic = min(self.stores, key=lambda t: self.positions[t] - self.ends[t])
+                raise RestoreStalled(
+                    f"restoring {topic}[{self.partition}] stopped at offset {self.positions[topic]} of "
+                    f"{self.ends[topic]} for {self.timeout_s:.0f} s: a transaction there was neither committed "
+                    "nor aborted; the partition is not started on partial state")
+            if not self.done:
+                return False
         if self.done:
             self._finish()
         return self.done
