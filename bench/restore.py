@@ -97,6 +97,7 @@ def restore_all(bootstrap: str, topics: dict[str, str], partitions: int, workdir
         while not restore.step(time.monotonic() + 0.2):
             pass
         applied += restore.applied["schedules"]
+        restore.close()
         store.close()
     print(f"  CPU {time.process_time() - cpu:.1f} s (this process, librdkafka's threads included)", file=sys.stderr)
     return time.monotonic() - started, applied

@@ -85,6 +85,7 @@ class Assignment:
         self.pending: dict[int, _Pending] = {}
         self._consumer: Consumer | None = None
         self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stage-open")
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-close")
 
     @property
     def restoring(self) -> bool:
@@ -139,7 +140,7 @@ class Assignment:
     def _drop(self, partition: int, pending: _Pending) -> None:
         """Revoked mid-restore: what was written so far is checkpointed batch by batch, nothing else is claimed."""
         if pending.restore is not None:
-            pending.restore.close()
+            self._closer.submit(pending.restore.close)
             self.metrics.restore_cancelled.inc()
             log.info("restore of partition %d dropped: revoked with %d changelog offsets to go", partition,
                      pending.restore.remaining)
@@ -195,6 +196,7 @@ class Assignment:
         restore, store = pending.restore, pending.store
         assert restore is not None and store is not None
         del self.pending[partition]
+        self._closer.submit(restore.close)
         self.tasks[partition] = self.make_task(partition, store)
         tps = [TopicPartition(topic, partition) for topic in self.inputs]
         consumer = self._consumer
@@ -214,3 +216,4 @@ class Assignment:
             if pending.store is not None:
                 pending.store.close()
         self.pending.clear()
+        self._closer.shutdown(wait=True)

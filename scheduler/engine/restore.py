@@ -73,6 +73,7 @@ class PartitionRestore:
         self._report = on_wait or (lambda topic, partition, seconds: None)
         self._stalls = {topic: _Stall(topic, partition, self.ends[topic], self._report) for topic in self.stores}
         self._held_s = 0.0  # waited without progress since the last record
+        self._stable_end: dict[str, int] = {}  # topic -> where read_committed said the log ends, for now
         self.consumer: Consumer | None = None
         pending = [TopicPartition(t, partition, self.starts[t]) for t in self.stores if self.starts[t] < self.ends[t]]
         if pending:
@@ -112,7 +113,7 @@ class PartitionRestore:
                     self.positions[tp.topic] = tp.offset
             for topic, stall in self._stalls.items():
                 if self.starts[topic] < self.ends[topic]:
-                    stall.at(self.positions[topic])
+                    stall.at(self.positions[topic], self._stable_end.get(topic) == self.positions[topic])
             if self.remaining < before:
                 self._held_s = 0.0
                 continue
@@ -138,6 +139,7 @@ class PartitionRestore:
                 by_topic.setdefault(msg.topic(), []).append(msg)
             elif error.code() == KafkaError._PARTITION_EOF:
                 self.positions[msg.topic()] = max(self.positions[msg.topic()], msg.offset())
+                self._stable_end[msg.topic()] = msg.offset()
             else:
                 raise RuntimeError(f"restoring {msg.topic()}[{self.partition}]: {error}")
         changes: Changes = {}
@@ -194,11 +196,11 @@ class PartitionRestore:
 
     def _finish(self) -> None:
         self.store.write({}, {self.stores[t]: self.positions[t] for t in self.stores})
-        self.close()
         log.info("restored partition %d: %s records in %.2f s", self.partition,
                  ", ".join(f"{n} {name}" for name, n in self.applied.items()), time.monotonic() - self.started)
 
     def close(self) -> None:
+        """Closing the consumer can take seconds on a loaded machine: callers on the loop do it on a thread."""
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
@@ -227,9 +229,10 @@ class _Stall:
         self.since = time.monotonic()
         self.reported = False
 
-    def at(self, position: int) -> None:
+    def at(self, position: int, at_stable_end: bool) -> None:
+        """`at_stable_end`: the reader was told the log ends here (a slow fetch is no open transaction)."""
         now = time.monotonic()
-        if position != self.position or position >= self.high:
+        if position != self.position or position >= self.high or not at_stable_end:
             if self.reported:
                 log.info("restoring %s[%d]: the open transaction at %d ended after %.1f s", self.topic,
                          self.partition, self.position, now - self.since)
