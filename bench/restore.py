@@ -24,15 +24,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.admin import ensure_topics  # noqa: E402
-from scheduler.client import make_spec  # noqa: E402
-from scheduler.codec import Codec  # noqa: E402
+from scheduler.kafka.admin import ensure_topics  # noqa: E402
+from scheduler.control.client import make_spec  # noqa: E402
+from scheduler.wire.codec import Codec  # noqa: E402
 from scheduler.engine.config import task_topics  # noqa: E402
 from scheduler.engine.partition_store import PartitionStore  # noqa: E402
 from scheduler.engine.restore import PartitionRestore  # noqa: E402
 from scheduler.engine.timeline_keys import WAKE_HEADER, wake_key  # noqa: E402
-from scheduler.partitioning import partition_for  # noqa: E402
-from scheduler.topology import Topology  # noqa: E402
+from scheduler.wire.partitioning import partition_for  # noqa: E402
+from scheduler.wire.topology import Topology  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

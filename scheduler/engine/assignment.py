@@ -27,7 +27,7 @@ from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.engine.instants import to_datetime, to_ms
-from scheduler.engine.specs import compile_spec
+from scheduler.timing.instants import to_datetime, to_ms
+from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import ScheduleSpec, SpecError
-from scheduler.topology import InvalidNameError, validate_name_part
+from scheduler.wire.limits import MAX_BACKFILL, PREVIEW_COUNT
+from scheduler.wire.topology import InvalidNameError, validate_name_part
 
-PREVIEW_COUNT = 5  # next fires in an ACCEPTED result, a preview, a dry run
-MAX_BACKFILL = 1000  # fires one BACKFILL may replay; a larger range is rejected with INVALID_SPEC
 MAX_SCHEDULE_ID_LENGTH = 200
 
 Record = dict[str, Any]
@@ -77,7 +76,7 @@ def first_cursor_ms(spec_record: Record, now_ms: int) -> int:
     fires, late; a cron or rate schedule starts with its next fire after now.
     """
     if spec_record["kind"] == "ONCE":
-        return now_ms - spec_record.get("max_lateness_ms", 0) - 1
+        return now_ms - spec_record["max_lateness_ms"] - 1
     return now_ms
 
 

@@ -14,7 +14,7 @@ def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTa
     offsets: dict[int, dict[str, int]] = {}
     produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
     for task in tasks:
-        for topic, key, value, partition in task.outbox:
+        for topic, key, value, partition in task.ctx.outbox:
             if partition is None:
                 produce(topic, value, key)
             else:
@@ -25,7 +25,7 @@ def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTa
             # and any failed delivery fails the commit anyway.
             def delivered(msg: Any, store: str = store, task_offsets: dict[str, int] = task_offsets) -> None:
                 task_offsets[store] = msg.offset() + 1
-            wakes = task.schedule_wakes if store == "schedules" else {}
+            wakes = task.ctx.schedule_wakes if store == "schedules" else {}
             *rest, (topic, key, value) = records
             for topic_, key_, value_ in rest:
                 produce(topic_, value_, key_, partition=task.partition, headers=_wake_header(wakes, key_))
