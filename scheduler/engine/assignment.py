@@ -111,9 +111,9 @@ class Assignment:
         owned = self.owned()
         self.metrics.assigned(added, len(owned))
         self.metrics.restoring.set(len(self.pending))
-        if partitions:
-            log.info("assigned partitions %s", owned)
-            log.info("partitions %s added; restoring them while the others dispatch", sorted(added))
+        if added:
+            log.info("partitions %s added (owned now %s); restoring them while the others dispatch", sorted(added),
+                     owned)
 
     def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         touched = sorted({tp.partition for tp in partitions})
@@ -177,14 +177,18 @@ class Assignment:
                 pending.store = self.open_store(partition)
                 pending.restore = self.begin_restore(partition, pending.store)
         restoring = [(p, pending, pending.restore) for p, pending in self.pending.items() if pending.restore]
+        started = False
         for partition, pending, restore in sorted(restoring, key=lambda item: item[2].remaining):
             if restore.step(until):
                 self._start(partition, pending)
+                started = True
             else:
                 self.metrics.restore_progress(partition, restore.remaining, restore.eta_s())
             if time.monotonic() >= until:
                 break
         self.metrics.restoring.set(len(self.pending))
+        if started:  # the partitions with a task, once their stores are open and restored
+            log.info("assigned partitions %s", sorted(self.tasks))
 
     def _open_stages(self, partitions: list[int]) -> None:
         self.stages.open(partitions)
