@@ -57,7 +57,10 @@ def main() -> int:
     lines += ["", "Creates/s is the idle load's end-to-end rate (send to ACCEPTED) when there is one, else the burst's.",
               "Changelog bytes are the broker's `.log` segment bytes on disk, before compaction (local broker only);",
               "the timeline changelog holds the burst's entries and their tombstones. RocksDB bytes are the",
-              "allocated size of the state directory (WAL included) after the engine stopped.", ""]
+              "allocated size of the state directory (WAL included) after the engine stopped. Restore s is, after",
+              "the local state was deleted and the engine restarted, the longest time from a partition's",
+              "assignment to its dispatching (stage producers, log bounds and replay; the partitions restore",
+              "side by side off the rebalance path); the process start and the group join are not included.", ""]
     path = RESULTS / f"scale-{args.count}.md"
     path.write_text("\n".join(lines) + "\n")
     print(path.read_text())

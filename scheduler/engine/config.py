@@ -43,6 +43,9 @@ class EngineConfig:
     # restore waits for it (it cannot read past it): 10 s, as Kafka Streams' exactly-once default, where a
     # healthy turn commits in well under a second.
     transaction_timeout_ms: int = 10_000
+    # Restoring newly assigned partitions takes at most this much of each turn (the loop runs back to back
+    # while a restore is pending), so the partitions already owned keep dispatching meanwhile.
+    restore_slice_ms: int = 200
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     idle_poll_ms: int = 50
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
@@ -66,12 +69,17 @@ def task_topics(topology: Topology, prefix: str) -> TaskTopics:
                     "admissions": name("admission-changelog", prefix)})
 
 
-def consumer_conf(common: dict[str, Any], group: str) -> dict[str, Any]:
-    """The group member: the range assignor keeps partition p of every input topic with one member (the
-    inputs are co-partitioned), and read_committed hides what aborted turns wrote."""
-    return {**common, "group.id": group, "enable.auto.commit": False, "isolation.level": "read_committed",
-            "auto.offset.reset": "earliest", "partition.assignment.strategy": "range",
-            "max.poll.interval.ms": 300_000, "session.timeout.ms": 6_000, "heartbeat.interval.ms": 1_000}
+def consumer_conf(common: dict[str, Any], group: str, instance_id: str) -> dict[str, Any]:
+    """The group member, in the KIP-848 `consumer` protocol: assignment is incremental (a join or a leave
+    moves only the partitions that must move) and computed by the broker's `range` assignor, which gives
+    partition p of every input topic to one member (the inputs are co-partitioned, equal partition counts).
+    Static membership (KIP-345, the instance id): a member that stops and comes back within the session
+    gets its partitions back, and nobody else's move. The session and heartbeat are the group's, set on the
+    broker (`group.consumer.session.timeout.ms`, scheduler/broker/local.py). read_committed hides what
+    aborted turns wrote."""
+    return {**common, "group.id": group, "group.protocol": "consumer", "group.remote.assignor": "range",
+            "group.instance.id": instance_id, "enable.auto.commit": False, "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest", "max.poll.interval.ms": 300_000}
 
 
 def producer_conf(common: dict[str, Any], config: EngineConfig) -> dict[str, Any]:

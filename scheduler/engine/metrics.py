@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -150,6 +148,21 @@ class EngineMetrics:
             registry=r)
         self.restore_seconds = Histogram("scheduler_restore_seconds", "Time to restore one partition's stores",
                                          buckets=(0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0), registry=r)
+        self.restore_remaining = Gauge(
+            "scheduler_restore_remaining_offsets",
+            "Changelog offsets a partition's restore still has to read (all its stores; gone once it is done)",
+            ["partition"], registry=r)
+        self.restore_eta = Gauge(
+            "scheduler_restore_eta_seconds",
+            "Time a partition's restore should still take at its rate so far (gone once it is done)",
+            ["partition"], registry=r)
+        self.restore_cancelled = PromCounter(
+            "scheduler_restores_cancelled", "Restores dropped because their partition was revoked first", registry=r)
+        self.time_to_dispatch = Histogram(
+            "scheduler_assignment_to_dispatch_seconds",
+            "From a partition's assignment to its task dispatching (restore included): how long the partition "
+            "was not served by anyone once it reached this process",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0), registry=r)
         self.owned = Gauge("scheduler_owned_partitions", "Input partitions this process owns", registry=r)
         self.ownership_changes = PromCounter("scheduler_partition_ownership_changes",
                                              "Partitions assigned to or revoked from this process", ["change"],
@@ -221,20 +234,27 @@ class EngineMetrics:
 
     # -- partition ownership --------------------------------------------------------------
 
-    @contextmanager
-    def restore(self) -> Iterator[None]:
-        self.restoring.inc()
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.restoring.dec()
-            self.restore_seconds.observe(time.monotonic() - started)
-
     def restore_waiting(self, changelog: str, partition: int, seconds: float) -> None:
         self.restore_held.labels(changelog, str(partition)).set(seconds)
 
-    def restored(self, applied: dict[str, int]) -> None:
+    def restore_progress(self, partition: int, remaining: int, eta_s: float | None) -> None:
+        self.restore_remaining.labels(str(partition)).set(remaining)
+        if eta_s is not None:
+            self.restore_eta.labels(str(partition)).set(eta_s)
+
+    def restore_progress_done(self, partition: int) -> None:
+        for gauge in (self.restore_remaining, self.restore_eta):
+            try:
+                gauge.remove(str(partition))
+            except KeyError:
+                pass
+
+    def partition_started(self, partition: int, applied: Mapping[str, int], restore_s: float,
+                          since_assigned_s: float) -> None:
+        """A partition's restore is done and its task dispatches, `since_assigned_s` after its assignment."""
+        self.restore_progress_done(partition)
+        self.restore_seconds.observe(restore_s)
+        self.time_to_dispatch.observe(since_assigned_s)
         for store, n in applied.items():
             self.restored_records.labels(store).inc(n)
 

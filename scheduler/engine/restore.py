@@ -1,15 +1,24 @@
-"""Rebuild a partition's stores from their compacted changelogs, from the local checkpoint on.
+"""Rebuild a partition's stores from their compacted changelogs, from the local checkpoint on, a slice at a time.
 
 Reads with ``read_committed``, so records of transactions that never committed
 (a crashed or fenced owner) are never applied. Wake-ups are not logged: they
-are an index of the schedules store and are rebuilt beside it.
+are an index of the schedules store, rebuilt beside it from the ``wake`` header
+each schedule record carries (Avro-decoding a million schedules alone would
+take longer than the whole restore may; a record without the header, written
+before it existed, is decoded).
+
+One consumer reads the four changelogs of the partition; each batch becomes one
+RocksDB ``WriteBatch`` with the checkpoints it reached, so an interrupted restore
+(revoked, killed) leaves the store at a batch boundary and claims nothing past it.
+``PartitionRestore.step`` works until a deadline and returns, so the main loop
+restores newly assigned partitions between the turns of the ones it owns.
 
 A restore reads to the end of the log, not to the end a ``read_committed``
 reader is shown: that is the last stable offset, the start of the oldest open
 transaction, and whatever was committed after it would be missing from the
 restored state (cancels, updates, tombstones of occurrences already sent). So an
 open transaction is waited for, with a log line and a metric saying so, until it
-is committed or aborted; if that does not happen within the bound, the restore
+is committed or aborted; if the restore makes no progress within the bound, it
 fails loudly and the partition never dispatches on partial state.
 """
 from __future__ import annotations
@@ -19,137 +28,195 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from scheduler.engine import timeline_keys
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.timeline_keys import NO_DEADLINE, LocalEntry
+from scheduler.engine.timeline_keys import NO_DEADLINE, WAKE_HEADER, LocalEntry
 
 log = logging.getLogger(__name__)
 
-BATCH = 10_000
-# A consume call returns after BATCH records or this wait. A changelog usually ends in a transaction
-# marker, which read_committed never returns, so every replay's last call waits it out: keep it short,
-# or a failover pays it per store and partition.
+BATCH = 50_000  # records per consume call and per WriteBatch
+# The longest one consume call waits. A changelog usually ends in a transaction marker, which read_committed
+# never returns, so the last call of a replay waits it out: keep it short.
 WAIT_S = 0.05
-
+FETCH_CONF = {"fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 16 * 1024 * 1024,
+              "queued.min.messages": 200_000, "fetch.wait.max.ms": 10}
 
 # Told how long a restore has been held at an open transaction: (changelog topic, partition, seconds).
 WaitReport = Callable[[str, int, float], None]
 STALL_REPORT_S = 1.0  # held this long at the last stable offset: logged and reported
+Changes = dict[str, dict[bytes, bytes | None]]
 
 
 class RestoreStalled(TimeoutError):
     """The committed end of a changelog was not reached in time: the partition must not start."""
 
 
+class PartitionRestore:
+    """The catch-up of one partition's stores, advanced by `step` until `done`; `close` at any point leaves the
+    store consistent with its checkpoints (the caller closes the store)."""
+
+    def __init__(self, store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
+                 partition: int, codec: Any, timeout_s: float = 120.0, on_wait: WaitReport | None = None,
+                 admin: AdminClient | None = None) -> None:
+        self.store, self.partition, self.codec, self.timeout_s = store, partition, codec, timeout_s
+        self.stores = {topic: name for name, topic in changelogs.items()}
+        self.applied = {name: 0 for name in changelogs}
+        self.started = time.monotonic()
+        bounds = _log_bounds(admin or AdminClient(consumer_conf), list(changelogs.values()), partition, timeout_s)
+        self.starts = {topic: max(store.changelog_offset(name), bounds[topic][0])
+                       for topic, name in self.stores.items()}
+        self.ends = {topic: bounds[topic][1] for topic in self.stores}
+        self.positions = dict(self.starts)
+        self._report = on_wait or (lambda topic, partition, seconds: None)
+        self._stalls = {topic: _Stall(topic, partition, self.ends[topic], self._report) for topic in self.stores}
+        self._held_s = 0.0  # waited without progress since the last record
+        self._stable_end: dict[str, int] = {}  # topic -> where read_committed said the log ends, for now
+        self.consumer: Consumer | None = None
+        pending = [TopicPartition(t, partition, self.starts[t]) for t in self.stores if self.starts[t] < self.ends[t]]
+        if pending:
+            self.consumer = Consumer({**consumer_conf, **FETCH_CONF, "group.id": "restore",
+                                      "enable.auto.commit": False, "isolation.level": "read_committed",
+                                      "enable.partition.eof": True})
+            self.consumer.assign(pending)
+
+    @property
+    def done(self) -> bool:
+        return all(self.positions[topic] >= self.ends[topic] for topic in self.stores)
+
+    @property
+    def remaining(self) -> int:
+        """Changelog offsets still to read (records, markers and aborted records alike)."""
+        return sum(max(0, self.ends[t] - self.positions[t]) for t in self.stores)
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the rate so far; None before anything was read."""
+        read = sum(self.positions[t] - self.starts[t] for t in self.stores)
+        elapsed = time.monotonic() - self.started
+        return self.remaining * elapsed / read if read > 0 else None
+
+    def step(self, until: float) -> bool:
+        """Apply batches until the store is caught up or `until` (monotonic) has passed; True when done. A call
+        that finds nothing new returns at once, leaving the rest of the slice to the other restores."""
+        consumer = self.consumer
+        while consumer is not None and not self.done:
+            now = time.monotonic()
+            if now >= until:
+                return False
+            before = self.remaining
+            self._apply(consumer.consume(BATCH, timeout=max(0.0, min(WAIT_S, until - now))))
+            for tp in consumer.position([TopicPartition(t, self.partition) for t in self.stores
+                                         if self.starts[t] < self.ends[t]]):
+                if tp.offset >= 0 and tp.offset > self.positions[tp.topic]:
+                    self.positions[tp.topic] = tp.offset
+            for topic, stall in self._stalls.items():
+                if self.starts[topic] < self.ends[topic]:
+                    stall.at(self.positions[topic], self._stable_end.get(topic) == self.positions[topic])
+            if self.remaining < before:
+                self._held_s = 0.0
+                continue
+            # Only the time spent waiting counts towards the bound, not the turns this restore had no slice in.
+            self._held_s += time.monotonic() - now
+            if self._held_s > self.timeout_s:
+                topic = min(self.stores, key=lambda t: self.positions[t] - self.ends[t])
+                raise RestoreStalled(
+                    f"restoring {topic}[{self.partition}] stopped at offset {self.positions[topic]} of "
+                    f"{self.ends[topic]} for {self.timeout_s:.0f} s: a transaction there was neither committed "
+                    "nor aborted; the partition is not started on partial state")
+            if not self.done:
+                return False
+        if self.done:
+            self._finish()
+        return self.done
+
+    def _apply(self, messages: list[Message]) -> None:
+        by_topic: dict[str, list[Message]] = {}
+        for msg in messages:
+            error = msg.error()
+            if error is None:
+                by_topic.setdefault(msg.topic(), []).append(msg)
+            elif error.code() == KafkaError._PARTITION_EOF:
+                self.positions[msg.topic()] = max(self.positions[msg.topic()], msg.offset())
+                self._stable_end[msg.topic()] = msg.offset()
+            else:
+                raise RuntimeError(f"restoring {msg.topic()}[{self.partition}]: {error}")
+        changes: Changes = {}
+        offsets: dict[str, int] = {}
+        for topic, records in by_topic.items():
+            name = self.stores[topic]
+            if name == "schedules":
+                self._schedules(records, changes)
+            elif name == "timeline":
+                self._timeline(records, changes)
+            else:
+                writes = changes.setdefault(name, {})
+                for msg in records:
+                    writes[msg.key()] = msg.value()
+            self.applied[name] += len(records)
+            self.positions[topic] = max(self.positions[topic], records[-1].offset() + 1)
+            offsets[name] = self.positions[topic]
+        if changes:
+            self.store.write(changes, offsets)
+
+    def _schedules(self, records: list[Message], changes: Changes) -> None:
+        """The schedules and their wake-ups, from the batch's last value per key. The wake-up of the value a
+        key had before is left in place: a wake-up that no longer matches its schedule is dropped when it falls
+        due (SchedulerTask.materialize_due), and looking every key up first would double the restore's work."""
+        latest: dict[bytes, Message] = {}
+        for msg in records:
+            latest[msg.key()] = msg
+        schedules = changes.setdefault("schedules", {})
+        timeline = changes.setdefault("timeline", {})
+        for key, msg in latest.items():
+            value = schedules[key] = msg.value()
+            if value is None:
+                continue
+            headers = msg.headers()
+            if headers and headers[0][0] == WAKE_HEADER:
+                wake = headers[0][1] or b""
+            else:
+                wake = timeline_keys.wake_key(self.codec.decode("ScheduleState", value)) or b""
+            if wake:
+                timeline[wake] = b""
+
+    def _timeline(self, records: list[Message], changes: Changes) -> None:
+        timeline = changes.setdefault("timeline", {})
+        for msg in records:
+            value = msg.value()
+            if value is None:
+                timeline[msg.key()] = None
+                continue
+            entry = self.codec.decode("TimelineEntry", value)
+            deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
+            timeline[msg.key()] = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"],
+                                             entry["occurrence_id"], entry["occurrence"], deadline,
+                                             entry["overlap_policy"]).pack()
+
+    def _finish(self) -> None:
+        self.store.write({}, {self.stores[t]: self.positions[t] for t in self.stores})
+        log.info("restored partition %d: %s records in %.2f s", self.partition,
+                 ", ".join(f"{n} {name}" for name, n in self.applied.items()), time.monotonic() - self.started)
+
+    def close(self) -> None:
+        """Closing the consumer can take seconds on a loaded machine: callers on the loop do it on a thread."""
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
+
+
 def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
                       partition: int, codec: Any, timeout_s: float = 120.0,
                       on_wait: WaitReport | None = None) -> dict[str, int]:
-    """Catch each store up with its changelog; returns the number of records applied per store."""
-    ends = _log_ends(consumer_conf, list(changelogs.values()), partition, timeout_s)
-    applied = {}
-    for name, topic in changelogs.items():
-        convert = {"schedules": _schedule_changes(store, codec), "timeline": _timeline_changes(codec)}.get(
-            name, _as_is(name))
-        applied[name] = _replay(store, name, topic, partition, consumer_conf, convert, ends[topic], timeout_s,
-                                on_wait or (lambda topic, partition, seconds: None))
-    return applied
-
-
-def _log_ends(consumer_conf: dict[str, Any], topics: list[str], partition: int, timeout_s: float) -> dict[str, int]:
-    """The high watermark of each changelog partition: past every record, committed, aborted or still open."""
-    consumer = Consumer({**consumer_conf, "group.id": "restore-ends", "enable.auto.commit": False,
-                         "isolation.level": "read_uncommitted"})
+    """Catch each store up with its changelog in one go; returns the number of records applied per store."""
+    restore = PartitionRestore(store, consumer_conf, changelogs, partition, codec, timeout_s, on_wait)
     try:
-        return {topic: _watermarks(consumer, TopicPartition(topic, partition), timeout_s)[1] for topic in topics}
+        while not restore.step(time.monotonic() + 1.0):
+            pass
     finally:
-        consumer.close()
-
-
-Converter = Callable[[bytes, bytes | None, dict[bytes, bytes | None]], dict[str, dict[bytes, bytes | None]]]
-
-
-def _schedule_changes(store: PartitionStore, codec: Any) -> Converter:
-    def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
-        old_raw = pending[key] if key in pending else store.get("schedules", key)
-        wakes: dict[bytes, bytes | None] = {}
-        for raw, put in ((old_raw, False), (value, True)):
-            if raw is None:
-                continue
-            wake = timeline_keys.wake_key(codec.decode("ScheduleState", raw))
-            if wake is not None:
-                wakes[wake] = b"" if put else None
-        pending[key] = value
-        return {"schedules": {key: value}, "timeline": wakes}
-    return convert
-
-
-def _as_is(name: str) -> Converter:
-    def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
-        return {name: {key: value}}
-    return convert
-
-
-def _timeline_changes(codec: Any) -> Converter:
-    def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
-        if value is None:
-            return {"timeline": {key: None}}
-        entry = codec.decode("TimelineEntry", value)
-        deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
-        local = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence_id"],
-                           entry["occurrence"], deadline, entry["overlap_policy"])
-        return {"timeline": {key: local.pack()}}
-    return convert
-
-
-def _replay(store: PartitionStore, name: str, topic: str, partition: int, consumer_conf: dict[str, Any],
-            convert: Converter, high: int, timeout_s: float, on_wait: WaitReport) -> int:
-    """Apply the changelog from the checkpoint to `high`, the log end found before the restore began."""
-    start = store.changelog_offset(name)
-    conf = {**consumer_conf, "group.id": f"restore-{topic}", "enable.auto.commit": False,
-            "isolation.level": "read_committed", "enable.partition.eof": True}
-    consumer = Consumer(conf)
-    try:
-        low, _ = _watermarks(consumer, TopicPartition(topic, partition, start), timeout_s)
-        if start < low:
-            start = low
-        if start >= high:
-            return 0
-        consumer.assign([TopicPartition(topic, partition, start)])
-        deadline = time.monotonic() + timeout_s
-        applied = 0
-        changes: dict[str, dict[bytes, bytes | None]] = {}
-        pending: dict[bytes, bytes | None] = {}
-        position = start
-        stalled = _Stall(topic, partition, high, on_wait)
-        while position < high:
-            if time.monotonic() > deadline:
-                raise RestoreStalled(
-                    f"restoring {topic}[{partition}] stopped at offset {position} of {high} for {timeout_s:.0f} s: "
-                    "a transaction there was neither committed nor aborted; the partition is not started on "
-                    "partial state")
-            stalled.at(position)
-            for msg in consumer.consume(BATCH, timeout=WAIT_S):
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        position = max(position, msg.offset())
-                        continue
-                    raise RuntimeError(f"restoring {topic}[{partition}]: {msg.error()}")
-                for store_name, writes in convert(msg.key(), msg.value(), pending).items():
-                    changes.setdefault(store_name, {}).update(writes)
-                applied += 1
-                position = msg.offset() + 1
-            if changes:
-                store.write(changes, {name: position})
-                changes, pending = {}, {}
-            position = max(position, consumer.position([TopicPartition(topic, partition)])[0].offset)
-        store.write({}, {name: position})
-        stalled.at(position)
-        log.info("restored %s[%d]: %d records, offsets %d..%d", topic, partition, applied, start, high)
-        return applied
-    finally:
-        consumer.close()
+        restore.close()
+    return restore.applied
 
 
 class _Stall:
@@ -162,9 +229,10 @@ class _Stall:
         self.since = time.monotonic()
         self.reported = False
 
-    def at(self, position: int) -> None:
+    def at(self, position: int, at_stable_end: bool) -> None:
+        """`at_stable_end`: the reader was told the log ends here (a slow fetch is no open transaction)."""
         now = time.monotonic()
-        if position != self.position:
+        if position != self.position or position >= self.high or not at_stable_end:
             if self.reported:
                 log.info("restoring %s[%d]: the open transaction at %d ended after %.1f s", self.topic,
                          self.partition, self.position, now - self.since)
@@ -185,17 +253,24 @@ _TRANSIENT = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_N
                         KafkaError._TRANSPORT})
 
 
-def _watermarks(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
-    """Retried while the error is transient: right after topic creation or a broker restart the
-    partition may not have a leader yet (NOT_LEADER_FOR_PARTITION), which is no reason to die."""
+def _log_bounds(admin: AdminClient, topics: list[str], partition: int, timeout_s: float) -> dict[str, tuple[int, int]]:
+    """(first offset, high watermark) of each changelog partition, in one request each: the high watermark as
+    a read_uncommitted reader sees it, past every record, committed, aborted or still open. Retried while the
+    error is transient: right after topic creation or a broker restart the partition may have no leader yet."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            return consumer.get_watermark_offsets(tp, timeout=10)
+            found: dict[str, list[int]] = {topic: [0, 0] for topic in topics}
+            for index, spec in enumerate((OffsetSpec.earliest(), OffsetSpec.latest())):
+                futures = admin.list_offsets({TopicPartition(t, partition): spec for t in topics},
+                                             isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
+                for tp, future in futures.items():
+                    found[tp.topic][index] = future.result().offset
+            return {topic: (low, high) for topic, (low, high) in found.items()}
         except KafkaException as exc:
             error = exc.args[0]
             transient = error.retriable() or error.code() in _TRANSIENT
             if not transient or time.monotonic() > deadline:
                 raise
-            log.info("watermarks of %s[%d] not available yet (%s); retrying", tp.topic, tp.partition, error)
+            log.info("log bounds of %s[%d] not available yet (%s); retrying", topics, partition, error)
             time.sleep(0.5)

@@ -16,16 +16,19 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
+from scheduler.engine.assignment import Assignment, Standbys, instance_id_held
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import restore_partition
+from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.process_tenants import ProcessTenants
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
+from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 from scheduler.kafka.clients import connection
 from scheduler.kafka.transactional import TransactionalProducer
@@ -36,11 +39,12 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
+INSTANCE_HELD_S = 60.0  # longest wait for the group to release this instance id after a crash
 
 
 class SchedulerProcess:
     def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.time,
-                 metrics: EngineMetrics | None = None) -> None:
+                 metrics: EngineMetrics | None = None, standbys: Standbys | None = None) -> None:
         self.config = config
         self.clock = clock
         self.metrics = metrics if metrics is not None else EngineMetrics()
@@ -53,13 +57,19 @@ class SchedulerProcess:
         self._held_up = False  # the last turn had due work and could send none of it
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
+        self._admin = AdminClient(common)  # the restores' log bounds
         self.tenants = ProcessTenants(config, self.topology, common)
         self.trigger_limits = self.tenants.trigger_limits
         self.catch_up_limits = self.tenants.catch_up_limits
-        self.consumer = Consumer(consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix)))
+        self._consumer_conf = consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix),
+                                            config.instance_id)
+        self.consumer = Consumer(self._consumer_conf)
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock)
+        self.assignment = Assignment(
+            [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results],
+            self.tasks, self.stages, self._open_store, self._begin_restore, self._make_task, self.metrics, standbys)
 
     def stop(self) -> None:
         self._stop.set()
@@ -70,19 +80,35 @@ class SchedulerProcess:
         ensure_topics(self._common, self.topology, self.config.prefix)
         self.tenants.follow(self.codec, set(self.consumer.list_topics(timeout=10).topics))
         self.producer = TransactionalProducer(self._producer_conf)
-        topics = self.topics
-        self.consumer.subscribe([topics.commands, topics.attempts, topics.admissions, topics.admission_results],
-                                on_assign=self._on_assign,
-                                on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        self._subscribe()
+        held_until = time.monotonic() + INSTANCE_HELD_S
         try:
             while not self._stop.is_set():
-                self._turn()
+                try:
+                    self._turn()
+                except KafkaException as exc:
+                    # Restarted after a crash within the old member's session: join once the broker let it go.
+                    if not instance_id_held(exc.args[0]) or self.tasks or time.monotonic() > held_until:
+                        raise
+                    log.info("instance id %s still held by its previous member; joining again in 1 s",
+                             self.config.instance_id)
+                    self.consumer.close()
+                    time.sleep(1.0)
+                    self.consumer = Consumer(self._consumer_conf)
+                    self._subscribe()
         finally:
             self._close()
+
+    def _subscribe(self) -> None:
+        topics = self.topics
+        self.consumer.subscribe([topics.commands, topics.attempts, topics.admissions, topics.admission_results],
+                                on_assign=self.assignment.on_assign,
+                                on_revoke=self.assignment.on_revoke, on_lost=self.assignment.on_revoke)
 
     def _close(self) -> None:
         try:
             self.stages.close()
+            self.assignment.close()
             self.consumer.close()
             self.tenants.close()
         finally:
@@ -92,31 +118,16 @@ class SchedulerProcess:
             if self.producer is not None:
                 self.producer.raw.flush(5)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        assigned = sorted({tp.partition for tp in partitions})
-        self.stages.open([p for p in assigned if p not in self.tasks])
-        for partition in assigned:
-            if partition in self.tasks:
-                continue
-            store = PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
-            with self.metrics.restore():
-                applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec,
-                                            on_wait=self.metrics.restore_waiting)
-            self.metrics.restored(applied)
-            self.tasks[partition] = SchedulerTask(partition, store, self.topics, self.codec, self.tenants.policy(),
-                                                  self.config.horizon_ms, self.topology.schedule_partitions)
-        self.metrics.assigned(assigned, len(self.tasks))
-        log.info("assigned partitions %s", assigned)
+    def _open_store(self, partition: int) -> PartitionStore:
+        return PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        revoked = sorted({tp.partition for tp in partitions})
-        self.stages.forget(revoked)
-        for partition in revoked:
-            task = self.tasks.pop(partition, None)
-            if task is not None:
-                task.store.close()
-        self.metrics.revoked(revoked, len(self.tasks))
-        log.info("revoked partitions %s", revoked)
+    def _begin_restore(self, partition: int, store: PartitionStore) -> PartitionRestore:
+        return PartitionRestore(store, self._common, self.topics.changelogs, partition, self.codec,
+                                on_wait=self.metrics.restore_waiting, admin=self._admin)
+
+    def _make_task(self, partition: int, store: PartitionStore) -> SchedulerTask:
+        return SchedulerTask(partition, store, self.topics, self.codec, self.tenants.policy(), self.config.horizon_ms,
+                             self.topology.schedule_partitions)
 
     # -- one transaction ----------------------------------------------------------
 
@@ -125,6 +136,7 @@ class SchedulerProcess:
         messages = self.consumer.consume(self.config.input_batch, timeout=self._poll_timeout_s(now_ms))
         now_ms = int(self.clock() * 1000)
         inputs = [m for m in messages if not self._is_noise(m)]
+        self.assignment.step(time.monotonic() + self.config.restore_slice_ms / 1000)
         self.stages.step(now_ms)
         if not inputs and not self._has_due_work(now_ms):
             return
@@ -138,7 +150,8 @@ class SchedulerProcess:
             phases.append(time.perf_counter())
             # A backlog of heartbeats is not silence: leases expire only in a turn that drained its inputs.
             self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch)
-            changelog_offsets = self._produce_outputs()
+            self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
+            changelog_offsets = produce_outputs(producer, self.tasks.values())
             phases.append(time.perf_counter())
             if next_offsets:
                 producer.send_offsets([TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
@@ -166,6 +179,7 @@ class SchedulerProcess:
         for msg in inputs:
             task = self.tasks.get(msg.partition())
             if task is None:
+                self.assignment.unowned(msg.topic(), msg.partition(), msg.offset())
                 continue
             source = (msg.topic(), msg.partition())
             first_offsets.setdefault(source, msg.offset())
@@ -233,6 +247,8 @@ class SchedulerProcess:
     def _poll_timeout_s(self, now_ms: int) -> float:
         """Until the next due entry; after a turn that could send nothing of what was due (all held back
         by rate or running-slot limits) the idle poll, so waiting on a limit does not spin the loop."""
+        if self.assignment.restoring:
+            return 0.0
         if self._held_up:
             return self.config.idle_poll_ms / 1000.0
         if self.stages.filling:
@@ -271,32 +287,3 @@ class SchedulerProcess:
             return False
         self._held_up = False
         return True
-
-    def _produce_outputs(self) -> dict[int, dict[str, int]]:
-        """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint."""
-        offsets: dict[int, dict[str, int]] = {}
-        producer = self.producer
-        assert producer is not None
-        produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
-        self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
-        for task in self.tasks.values():
-            for topic, key, value, partition in task.ctx.outbox:
-                if partition is None:
-                    produce(topic, value, key)
-                else:
-                    produce(topic, value, key, partition=partition)
-            task_offsets = offsets.setdefault(task.partition, {})
-            for store, records in task.changelog_records().items():
-                # Records of one partition are delivered in order: the last one's offset covers them all,
-                # and any failed delivery fails the commit anyway.
-                def delivered(msg: Any, store: str = store, task_offsets: dict[str, int] = task_offsets) -> None:
-                    task_offsets[store] = msg.offset() + 1
-                *rest, (topic, key, value) = records
-                for topic_, key_, value_ in rest:
-                    produce(topic_, value_, key_, partition=task.partition)
-                producer.produce(topic, value, key, partition=task.partition, on_delivered=delivered)
-            producer.raw.poll(0)
-        # Undelivered output (e.g. purged when the transaction timed out) fails this turn only: abort it,
-        # rewind the inputs and go again; a fenced producer fails the abort.
-        producer.flush(30)
-        return offsets

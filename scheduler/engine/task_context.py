@@ -58,6 +58,7 @@ class TaskContext:
         self.txn = StoreTransaction(self.store)
         self.outbox: list[Output] = []
         self.timeline_changelog: dict[bytes, bytes] = {}  # timeline key -> its changelog record (wire form)
+        self.schedule_wakes: dict[bytes, bytes] = {}  # schedule key -> its wake-up key (b"": none), for restore
         self.tenants_used: set[str] = set()  # tenants whose topics this turn's records need
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
@@ -120,9 +121,11 @@ class TaskContext:
         wake = timeline_keys.wake_key(state)
         if wake is not None:
             self.txn.put("timeline", wake, b"")
+        key = state["schedule_id"].encode()
         value = self.codec.encode("ScheduleState", state)
-        self.txn.put("schedules", state["schedule_id"].encode(), value)
+        self.txn.put("schedules", key, value)
         self._last_saved = (state, value)
+        self.schedule_wakes[key] = wake or b""
 
     def drop_wake(self, state: Record) -> None:
         wake = timeline_keys.wake_key(state)

@@ -28,6 +28,9 @@ DISPATCH = b"D"
 CATCH_UP = b"C"
 WAKE = b"W"
 END = b"E"
+# Header of a schedules changelog record: the value's wake-up key (empty: none), so restore rebuilds the
+# wake-ups without decoding every schedule.
+WAKE_HEADER = "wake"
 END_RECHECK_MS = 1000  # an end check finding occurrences still held back looks again this much later
 END_GRACE_MS = 60_000  # end checks wait this long after the last fire, out of the way of its burst
 

@@ -75,9 +75,12 @@ def test_partition_gauges_read_overdue_age_and_unplanned_horizon():
 
 def test_restore_and_exposition_text():
     m, registry = metrics()
-    with m.restore():
-        assert registry.get_sample_value("scheduler_partitions_restoring") == 1
-    m.restored({"schedules": 12, "timeline": 30})
+    m.restore_progress(0, 5000, 2.5)
+    assert registry.get_sample_value("scheduler_restore_remaining_offsets", {"partition": "0"}) == 5000
+    assert registry.get_sample_value("scheduler_restore_eta_seconds", {"partition": "0"}) == 2.5
+    m.partition_started(0, {"schedules": 12, "timeline": 30}, restore_s=1.5, since_assigned_s=1.75)
+    assert registry.get_sample_value("scheduler_restore_remaining_offsets", {"partition": "0"}) is None
+    assert registry.get_sample_value("scheduler_assignment_to_dispatch_seconds_sum") == 1.75
     m.assigned([0, 1], owned=2)
     text = generate_latest(registry).decode()
     assert 'scheduler_restore_records_total{store="timeline"} 30.0' in text

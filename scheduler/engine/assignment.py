@@ -1,0 +1,223 @@
+"""Which input partitions this process owns, and the restores of the newly assigned ones, off the rebalance path.
+
+The group (KIP-848 `consumer` protocol, server-side `range` assignor: scheduler/engine/config.py) hands out
+partitions incrementally: a join or a leave moves only what must move, and the callbacks name only the
+partitions added or taken. Partition p of the four co-partitioned inputs is one unit here: it becomes a task
+only once all four are assigned, and stops being one as soon as any of them is revoked.
+
+A newly assigned partition is paused at once and the callback returns; the main loop then, a time-boxed slice
+per turn (`EngineConfig.restore_slice_ms`), opens its stage producers (fencing a dead owner's open stage,
+scheduler/engine/stager.py), opens its store and replays its changelogs, while the partitions already owned
+keep dispatching. Each partition is resumed, with its task, as soon as its own restore is done. A partition
+revoked mid-restore drops its restore: the store is closed at a batch boundary, whose checkpoint claims only
+what was written.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.restore import PartitionRestore
+from scheduler.engine.stager import StageRunner
+from scheduler.engine.task import SchedulerTask
+from scheduler.engine.metrics import EngineMetrics
+
+log = logging.getLogger(__name__)
+
+_HELD = KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str()
+
+
+def instance_id_held(error: KafkaError) -> bool:
+    """A restart after a crash, before the broker noticed: the old member still holds the instance id
+    (KIP-848 answers UNRELEASED_INSTANCE_ID, fatal to the consumer) until its session times out."""
+    return error.fatal() and _HELD in error.str()
+
+
+class Standbys(Protocol):
+    """Warm copies of partitions this process does not own (issue 17, standby state)."""
+
+    def release(self, partition: int) -> None:
+        """`partition` is about to be opened as active here: give up the standby copy of it first."""
+
+    def adopt(self, partition: int) -> None:
+        """`partition` was revoked (its active store is closed): it may be kept as a standby."""
+
+
+class NoStandbys:
+    def release(self, partition: int) -> None:
+        pass
+
+    def adopt(self, partition: int) -> None:
+        pass
+
+
+@dataclass
+class _Pending:
+    """A fully assigned partition on its way to dispatching."""
+
+    assigned_at: float
+    opening: Future[None] | None = None  # its stage producers being initialised, off the loop
+    store: PartitionStore | None = None
+    restore: PartitionRestore | None = None
+    skipped: dict[str, int] = field(default_factory=dict)  # input topic -> first offset seen while paused
+
+
+class Assignment:
+    def __init__(self, inputs: list[str], tasks: dict[int, SchedulerTask], stages: StageRunner,
+                 open_store: Callable[[int], PartitionStore],
+                 begin_restore: Callable[[int, PartitionStore], PartitionRestore],
+                 make_task: Callable[[int, PartitionStore], SchedulerTask], metrics: EngineMetrics,
+                 standbys: Standbys | None = None) -> None:
+        self.inputs = inputs
+        self.tasks = tasks  # the process's tasks, shared: only restored partitions are in it
+        self.stages = stages
+        self.open_store, self.begin_restore, self.make_task = open_store, begin_restore, make_task
+        self.metrics = metrics
+        self.standbys: Standbys = standbys if standbys is not None else NoStandbys()
+        self.assigned: dict[int, set[str]] = {}  # partition -> its input topics assigned here
+        self.pending: dict[int, _Pending] = {}
+        self._consumer: Consumer | None = None
+        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stage-open")
+        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-close")
+
+    @property
+    def restoring(self) -> bool:
+        return bool(self.pending)
+
+    def owned(self) -> list[int]:
+        return sorted(p for p, topics in self.assigned.items() if len(topics) == len(self.inputs))
+
+    # -- the group's callbacks: bookkeeping only, nothing slow -------------------------------
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._consumer = consumer
+        consumer.incremental_assign(partitions)
+        consumer.pause(partitions)  # until the partition's restore is done
+        added = []
+        for tp in partitions:
+            topics = self.assigned.setdefault(tp.partition, set())
+            topics.add(tp.topic)
+            if len(topics) == len(self.inputs) and tp.partition not in self.tasks \
+                    and tp.partition not in self.pending:
+                self.pending[tp.partition] = _Pending(time.monotonic())
+                added.append(tp.partition)
+        owned = self.owned()
+        self.metrics.assigned(added, len(owned))
+        self.metrics.restoring.set(len(self.pending))
+        if added:
+            log.info("partitions %s added (owned now %s); restoring them while the others dispatch", sorted(added),
+                     owned)
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        touched = sorted({tp.partition for tp in partitions})
+        revoked = [p for p in touched if p in self.tasks or p in self.pending]
+        self.stages.forget(revoked)
+        for partition in revoked:
+            task = self.tasks.pop(partition, None)
+            if task is not None:
+                task.store.close()
+            pending = self.pending.pop(partition, None)
+            if pending is not None:
+                self._drop(partition, pending)
+            self.standbys.adopt(partition)
+        for tp in partitions:
+            topics = self.assigned.get(tp.partition)
+            if topics is not None:
+                topics.discard(tp.topic)
+                if not topics:
+                    del self.assigned[tp.partition]
+        self.metrics.revoked(revoked, len(self.owned()))
+        self.metrics.restoring.set(len(self.pending))
+        log.info("revoked partitions %s", touched)
+
+    def _drop(self, partition: int, pending: _Pending) -> None:
+        """Revoked mid-restore: what was written so far is checkpointed batch by batch, nothing else is claimed."""
+        if pending.restore is not None:
+            self._closer.submit(pending.restore.close)
+            self.metrics.restore_cancelled.inc()
+            log.info("restore of partition %d dropped: revoked with %d changelog offsets to go", partition,
+                     pending.restore.remaining)
+        if pending.store is not None:
+            pending.store.close()
+        self.metrics.restore_progress_done(partition)
+
+    def unowned(self, topic: str, partition: int, offset: int) -> None:
+        """A record of a partition still restoring (fetched before it was paused): read again on resume."""
+        pending = self.pending.get(partition)
+        if pending is not None:
+            pending.skipped.setdefault(topic, offset)
+
+    # -- the main loop ----------------------------------------------------------------
+
+    def step(self, until: float) -> None:
+        """Advance the restores until `until` (monotonic); start the tasks of those done."""
+        if not self.pending:
+            return
+        fresh = [p for p, pending in self.pending.items() if pending.opening is None]
+        if fresh:
+            # Before the restore: a stage the previous owner left open holds the changelogs' readers back. The
+            # stage producers' initialisation waits on the broker: a thread does it, the loop goes on.
+            opening = self._opener.submit(self._open_stages, fresh)
+            for partition in fresh:
+                self.pending[partition].opening = opening
+        if all(pending.restore is None for pending in self.pending.values()):  # nothing to replay yet
+            wait({pending.opening for pending in self.pending.values() if pending.opening is not None},
+                 timeout=max(0.0, until - time.monotonic()), return_when=FIRST_COMPLETED)
+        for partition, pending in self.pending.items():
+            if pending.restore is None and pending.opening is not None and pending.opening.done():
+                pending.opening.result()
+                self.standbys.release(partition)
+                pending.store = self.open_store(partition)
+                pending.restore = self.begin_restore(partition, pending.store)
+        restoring = [(p, pending, pending.restore) for p, pending in self.pending.items() if pending.restore]
+        started = False
+        for partition, pending, restore in sorted(restoring, key=lambda item: item[2].remaining):
+            if restore.step(until):
+                self._start(partition, pending)
+                started = True
+            else:
+                self.metrics.restore_progress(partition, restore.remaining, restore.eta_s())
+            if time.monotonic() >= until:
+                break
+        self.metrics.restoring.set(len(self.pending))
+        if started:  # the partitions with a task, once their stores are open and restored
+            log.info("assigned partitions %s", sorted(self.tasks))
+
+    def _open_stages(self, partitions: list[int]) -> None:
+        self.stages.open(partitions)
+        for partition in partitions:
+            if partition not in self.pending:  # revoked meanwhile
+                self.stages.stagers.pop(partition, None)
+
+    def _start(self, partition: int, pending: _Pending) -> None:
+        restore, store = pending.restore, pending.store
+        assert restore is not None and store is not None
+        del self.pending[partition]
+        self._closer.submit(restore.close)
+        self.tasks[partition] = self.make_task(partition, store)
+        tps = [TopicPartition(topic, partition) for topic in self.inputs]
+        consumer = self._consumer
+        assert consumer is not None
+        for topic, offset in pending.skipped.items():
+            consumer.seek(TopicPartition(topic, partition, offset))
+        consumer.resume(tps)
+        waited = time.monotonic() - pending.assigned_at
+        self.metrics.partition_started(partition, restore.applied, time.monotonic() - restore.started, waited)
+        log.info("partition %d dispatching %.2f s after its assignment", partition, waited)
+
+    def close(self) -> None:
+        self._opener.shutdown(wait=True)
+        for pending in self.pending.values():
+            if pending.restore is not None:
+                pending.restore.close()
+            if pending.store is not None:
+                pending.store.close()
+        self.pending.clear()
+        self._closer.shutdown(wait=True)
