@@ -51,6 +51,9 @@ class EngineConfig:
     stage_chunk: int = 20_000          # staged per turn, so commands keep flowing while a stage fills
     stage_max_lead_ms: int = 60_000
     stage_rate_per_s: float = 50_000.0  # first guess (measured 39,000-83,000/s on 2 cores); each stage measures anew
+    # Warm copies of each partition kept by other processes (Kafka Streams' num.standby.replicas), placed by
+    # scheduler/engine/standby_placement.py; a lone process owns everything and keeps none. 0: no standbys.
+    standbys: int = 1
 
 
 def task_topics(topology: Topology, prefix: str) -> TaskTopics:

@@ -70,6 +70,13 @@ def _log_ends(consumer_conf: dict[str, Any], topics: list[str], partition: int, 
 Converter = Callable[[bytes, bytes | None, dict[bytes, bytes | None]], dict[str, dict[bytes, bytes | None]]]
 
 
+def changelog_converter(name: str, store: PartitionStore, codec: Any) -> Converter:
+    """How a record of store `name`'s changelog becomes store writes: the standbys tail with the same."""
+    if name == "schedules":
+        return _schedule_changes(store, codec)
+    return _timeline_changes(codec) if name == "timeline" else _as_is(name)
+
+
 def _schedule_changes(store: PartitionStore, codec: Any) -> Converter:
     def convert(key: bytes, value: bytes | None, pending: dict[bytes, bytes | None]) -> dict:
         old_raw = pending[key] if key in pending else store.get("schedules", key)

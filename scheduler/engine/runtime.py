@@ -25,6 +25,7 @@ from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.stager import StageRunner
+from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 from scheduler.kafka_clients import connection
@@ -73,6 +74,9 @@ class SchedulerProcess:
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock)
+        self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs,
+                                 self.topology.tasks["scheduler"].consumer_group(prefix), self.topics.commands,
+                                 self.codec, config.standbys, self.consumer.memberid, self.metrics)
 
     def stop(self) -> None:
         self._stop.set()
@@ -92,6 +96,7 @@ class SchedulerProcess:
             self.topics.admission_results: SchedulerTask.on_admission_result}
         self.consumer.subscribe(list(self._handlers), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
+        self.standbys.start()
         try:
             while not self._stop.is_set():
                 self._turn()
@@ -100,6 +105,7 @@ class SchedulerProcess:
 
     def _close(self) -> None:
         try:
+            self.standbys.close()
             self.stages.close()
             self.consumer.close()
             if self.tenants is not None:
@@ -127,6 +133,7 @@ class SchedulerProcess:
         for partition in assigned:
             if partition in self.tasks:
                 continue
+            self.standbys.release(partition)  # its RocksDB handle closed before the active one opens
             store = PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
             with self.metrics.restore():
                 applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec,
@@ -148,6 +155,7 @@ class SchedulerProcess:
             task = self.tasks.pop(partition, None)
             if task is not None:
                 task.store.close()
+            self.standbys.adopt(partition)  # a standby may keep the closed store warm from here
         self.metrics.revoked(revoked, len(self.tasks))
         log.info("revoked partitions %s", revoked)
 
