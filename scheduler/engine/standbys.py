@@ -187,6 +187,7 @@ class Standbys:
     # -- tailing ----------------------------------------------------------------------
 
     def _apply(self, messages: list[Any]) -> None:
+        applied = 0
         changes: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
         touched: dict[int, set[str]] = {}
         pending: dict[tuple[int, str], dict[bytes, bytes | None]] = {}
@@ -211,6 +212,7 @@ class Standbys:
                 target.setdefault(store_name, {}).update(found)
             warm.next[name] = msg.offset() + 1
             warm.applied += 1
+            applied += 1
             touched.setdefault(msg.partition(), set()).add(name)
         for partition, names in touched.items():
             warm = self._warm[partition]
@@ -218,7 +220,7 @@ class Standbys:
             if not warm.caught_up and warm.at_end >= set(self.changelogs):
                 warm.caught_up = True
                 log.info("standby of partition %d caught up (%d changelog records applied)", partition, warm.applied)
-        self.metrics.standby_applied(sum(1 for m in messages if m.error() is None))
+        self.metrics.standby_applied(applied)
 
     def _report(self, consumer: Consumer) -> None:
         """Lag per partition: offsets between the applied position and the changelogs' ends (a transaction's
@@ -226,14 +228,14 @@ class Standbys:
         for partition, warm in self._warm.items():
             tps = [TopicPartition(topic, partition) for topic in self.changelogs.values()]
             positions = {tp.topic: tp.offset for tp in consumer.position(tps)}
-            behind = 0
+            behind: int | None = 0
             moved = {}
             for name, topic in self.changelogs.items():
                 if positions.get(topic, -1) > warm.next[name]:
                     warm.next[name] = moved[name] = positions[topic]
                 _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), cached=True)
-                if high >= 0:
-                    behind += max(0, high - warm.next[name])
+                behind = None if behind is None or high < 0 else behind + max(0, high - warm.next[name])
             if moved:
                 warm.store.write({}, moved)
-            self.metrics.standby_lag(partition, behind)
+            if behind is not None:  # unknown until a fetch has brought every changelog's end
+                self.metrics.standby_lag(partition, behind)
