@@ -33,6 +33,7 @@ BATCH = 2_000         # records applied per lock hold: what a release (or a turn
 POLL_S = 0.2
 PLACEMENT_EVERY_S = 2.0  # how often the group's assignment is read again
 REPORT_EVERY_S = 1.0     # lag gauges and position checkpoints
+DESCRIBE_TIMEOUT_S = 5.0
 
 
 @dataclass
@@ -108,7 +109,8 @@ class Standbys:
                 now = time.monotonic()
                 if now - placed_at >= PLACEMENT_EVERY_S:
                     placed_at = now
-                    self._place(admin)
+                    if not self._place(admin):
+                        admin = AdminClient(self._common)
                 with self._lock:
                     self._reconcile(consumer)
                 if not self._assigned:
@@ -128,28 +130,36 @@ class Standbys:
 
     # -- placement ------------------------------------------------------------------
 
-    def _place(self, admin: AdminClient) -> None:
-        """Read the group's assignment; a group mid-rebalance keeps the last placement."""
+    def _place(self, admin: AdminClient) -> bool:
+        """Read the group's assignment; a group mid-rebalance keeps the last placement. False: the admin
+        client did not answer and should be replaced."""
         me = self.member_id()
         if not me:
-            return
+            return True
         try:
-            description = admin.describe_consumer_groups([self.group], request_timeout=5)[self.group].result()
+            future = admin.describe_consumer_groups([self.group], request_timeout=DESCRIBE_TIMEOUT_S)[self.group]
+            # Bounded here too: a future left unresolved (seen under heavy load) must not stop the tailing.
+            description = future.result(timeout=DESCRIBE_TIMEOUT_S * 2)
+        except TimeoutError:
+            log.warning("group %s not described in %.0f s; standby placement unchanged, admin client renewed",
+                        self.group, DESCRIBE_TIMEOUT_S * 2)
+            return False
         except KafkaException as exc:
             log.info("group %s not described (%s); standby placement unchanged", self.group, exc)
-            return
+            return True
         if description.state != ConsumerGroupState.STABLE:
-            return
+            return True
         owners = {member.member_id: {tp.partition for tp in member.assignment.topic_partitions
                                      if tp.topic == self.commands_topic}
                   for member in description.members}
         if me not in owners:
-            return
+            return True
         target = standby_partitions(owners, me, self.replicas)
         with self._lock:
             if target != self._target:
                 log.info("standby partitions %s (group of %d)", sorted(target), len(owners))
             self._target = target
+        return True
 
     def _reconcile(self, consumer: Consumer) -> None:
         """Open the wanted copies, close the unwanted, and point the consumer at what is open."""
