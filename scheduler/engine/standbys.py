@@ -34,6 +34,7 @@ POLL_S = 0.2
 PLACEMENT_EVERY_S = 2.0  # how often the group's assignment is read again
 REPORT_EVERY_S = 1.0     # lag gauges and position checkpoints
 DESCRIBE_TIMEOUT_S = 5.0
+STUCK_S = 30.0  # behind, and nothing applied for this long: the consumer is pointed at the checkpoints again
 
 
 @dataclass
@@ -100,17 +101,13 @@ class Standbys:
                 self._close(partition)
 
     def _run(self) -> None:
+        placement = threading.Thread(target=self._follow_placement, name="standby-placement", daemon=True)
+        placement.start()
         consumer = Consumer({**self._common, "group.id": f"{self.group}.standbys", "enable.auto.commit": False,
                              "isolation.level": "read_committed", "enable.partition.eof": True})
-        admin = AdminClient(self._common)
-        placed_at = reported_at = 0.0
+        reported_at = progressed_at = time.monotonic()
         try:
             while not self._stop.is_set():
-                now = time.monotonic()
-                if now - placed_at >= PLACEMENT_EVERY_S:
-                    placed_at = now
-                    if not self._place(admin):
-                        admin = AdminClient(self._common)
                 with self._lock:
                     self._reconcile(consumer)
                 if not self._assigned:
@@ -118,15 +115,28 @@ class Standbys:
                     continue
                 messages = consumer.consume(BATCH, timeout=POLL_S)
                 with self._lock:
-                    self._apply(messages)
+                    if self._apply(messages):
+                        progressed_at = time.monotonic()
                 if time.monotonic() - reported_at >= REPORT_EVERY_S:
                     reported_at = time.monotonic()
                     with self._lock:
-                        self._report(consumer)
+                        behind = self._report(consumer)
+                        if behind > 4 * len(self._warm) and time.monotonic() - progressed_at > STUCK_S:
+                            log.warning("standby copies %d records behind and nothing applied for %.0f s: "
+                                        "resuming from their checkpoints", behind, STUCK_S)
+                            self._reopened.update(self._warm)
+                            progressed_at = time.monotonic()
         except Exception:  # the active path never depends on a standby: log, stop keeping copies
             log.exception("standby tailing stopped; takeovers restore from the last standby checkpoints")
         finally:
             consumer.close()
+
+    def _follow_placement(self) -> None:
+        """On a thread of its own: a group description that never answers must not stop the tailing."""
+        admin = AdminClient(self._common)
+        while not self._stop.wait(PLACEMENT_EVERY_S):
+            if not self._place(admin):
+                admin = AdminClient(self._common)
 
     # -- placement ------------------------------------------------------------------
 
@@ -196,7 +206,7 @@ class Standbys:
 
     # -- tailing ----------------------------------------------------------------------
 
-    def _apply(self, messages: list[Any]) -> None:
+    def _apply(self, messages: list[Any]) -> bool:
         applied = 0
         changes: dict[int, dict[str, dict[bytes, bytes | None]]] = {}
         touched: dict[int, set[str]] = {}
@@ -231,10 +241,13 @@ class Standbys:
                 warm.caught_up = True
                 log.info("standby of partition %d caught up (%d changelog records applied)", partition, warm.applied)
         self.metrics.standby_applied(applied)
+        return applied > 0
 
-    def _report(self, consumer: Consumer) -> None:
+    def _report(self, consumer: Consumer) -> int:
         """Lag per partition: offsets between the applied position and the changelogs' ends (a transaction's
-        marker counts one), from the watermarks the fetches brought, and the position checkpointed."""
+        marker counts one), from the watermarks the fetches brought, and the position checkpointed. Returns the
+        total behind."""
+        total = 0
         for partition, warm in self._warm.items():
             tps = [TopicPartition(topic, partition) for topic in self.changelogs.values()]
             positions = {tp.topic: tp.offset for tp in consumer.position(tps)}
@@ -249,3 +262,5 @@ class Standbys:
                 warm.store.write({}, moved)
             if behind is not None:  # unknown until a fetch has brought every changelog's end
                 self.metrics.standby_lag(partition, behind)
+                total += behind
+        return total
