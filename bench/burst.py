@@ -34,15 +34,15 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.admin import delete_prefixed_topics, ensure_topics
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.codec import Codec
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.wire.codec import Codec
 from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"

@@ -30,10 +30,10 @@ sys.path.insert(0, str(REPO))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-from scheduler.admin import delete_prefixed_topics, ensure_topics  # noqa: E402
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics  # noqa: E402
 from scheduler.broker.local import LocalBroker, free_port  # noqa: E402
-from scheduler.client import SchedulerClient, make_spec  # noqa: E402
-from scheduler.topology import Topology  # noqa: E402
+from scheduler.control.client import SchedulerClient, make_spec  # noqa: E402
+from scheduler.wire.topology import Topology  # noqa: E402
 from scheduler.worker.heartbeat import interval_s  # noqa: E402
 
 TENANT = "bench"

@@ -37,8 +37,8 @@ from scheduler.audit.expected import expected_occurrences
 from scheduler.audit.ledger_reader import LedgerReader
 from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.audit.reconcile import reconcile
-from scheduler.client import make_spec
-from scheduler.engine.instants import to_datetime
+from scheduler.control.client import make_spec
+from scheduler.timing.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
 
 REPO = Path(__file__).resolve().parents[1]

@@ -39,9 +39,9 @@ from burst import (
     rfc3339,
     scrape,
 )
-from scheduler.admin import ensure_topics
+from scheduler.kafka.admin import ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
 PERIOD_S = 10

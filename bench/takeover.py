@@ -23,10 +23,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from scheduler.admin import delete_prefixed_topics, ensure_tenant_topics, ensure_topics
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.codec import Codec
-from scheduler.topology import Topology
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_tenant_topics, ensure_topics
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.wire.codec import Codec
+from scheduler.wire.topology import Topology
 
 TENANTS = ("steady", "burst")
 TOPOLOGY = Topology.load()

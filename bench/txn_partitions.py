@@ -19,10 +19,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from scheduler.admin import delete_prefixed_topics
+from scheduler.kafka.admin import delete_prefixed_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 
 def main() -> None:

@@ -10,12 +10,12 @@ from collections.abc import Sequence
 # a function taking the parsed namespace and returning an exit code.
 COMMAND_MODULES = (
     "scheduler.broker.cli",
-    "scheduler.topology_cli",
+    "scheduler.control.topology_cli",
     "scheduler.timing.cli",
     "scheduler.engine.cli",
-    "scheduler.demo",
+    "scheduler.dev.demo",
     "scheduler.worker.cli",
-    "scheduler.control_cli",
+    "scheduler.control.cli",
     "scheduler.audit.reconcile_cli",
     "scheduler.connect.cli",
     "scheduler.audit.cli",

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from scheduler.admin import delete_prefixed_topics
+from scheduler.kafka.admin import delete_prefixed_topics
 from scheduler.broker.local import KAFKA_VERSION, LocalBroker, free_port, single_node_settings
 
 pytest_plugins = ["fixtures_audit", "fixtures_browser", "fixtures_prometheus"]

@@ -22,7 +22,7 @@ from scheduler.broker.local import free_port
 from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import LocalConnect
 from scheduler.connect.rest import ConnectRest
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 WORKER_PREFIX = "kjsaudit"
 

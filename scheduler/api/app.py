@@ -35,7 +35,7 @@ from scheduler.api.models import (
 )
 from scheduler.api.plane import ControlPlane
 from scheduler.api.shared_keys import SharedKeyStore
-from scheduler.client import (
+from scheduler.control.client import (
     CommandTimeout,
     Conflict,
     NotFound,
@@ -47,7 +47,7 @@ from scheduler.client import (
     dry_run_diff,
     preview,
 )
-from scheduler.views import ViewUnavailable
+from scheduler.kafka.views import ViewUnavailable
 
 Record = dict[str, Any]
 

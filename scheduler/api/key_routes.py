@@ -6,7 +6,7 @@ from fastapi import FastAPI, Response
 
 from scheduler.api.models import KeyIn
 from scheduler.api.shared_keys import SharedKeyStore
-from scheduler.client import ValidationError
+from scheduler.control.client import ValidationError
 
 Record = dict[str, Any]
 

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler import vocabulary
-from scheduler.client import SPEC_DEFAULTS, ValidationError
-from scheduler.engine.specs import MIN_LEASE_MS
+from scheduler.wire import vocabulary
+from scheduler.control.client import SPEC_DEFAULTS, ValidationError
+from scheduler.timing.spec_record import MIN_LEASE_MS
 
 Record = dict[str, Any]
 

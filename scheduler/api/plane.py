@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.client import SchedulerClient
-from scheduler.tenants import TenantRegistry
-from scheduler.views import OccurrenceView, ScheduleView
+from scheduler.control.client import SchedulerClient
+from scheduler.control.tenants import TenantRegistry
+from scheduler.kafka.views import OccurrenceView, ScheduleView
 
 
 @dataclass

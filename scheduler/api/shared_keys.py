@@ -15,12 +15,12 @@ from typing import Any
 from confluent_kafka import Producer
 
 from scheduler.api.keys import Principal, _digest, check_key, new_key
-from scheduler.client import NotFound, Unavailable
-from scheduler.codec import Codec
-from scheduler.kafka_clients import client_settings, connection, delivered_or_why
-from scheduler.tenants import validate_tenant_name
-from scheduler.topology import Topology
-from scheduler.views import ApiKeyView
+from scheduler.control.client import NotFound, Unavailable
+from scheduler.wire.codec import Codec
+from scheduler.kafka.clients import client_settings, connection, delivered_or_why
+from scheduler.control.tenants import validate_tenant_name
+from scheduler.wire.topology import Topology
+from scheduler.kafka.views import ApiKeyView
 
 Record = dict[str, Any]
 

@@ -21,7 +21,7 @@ from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import LocalConnect
 from scheduler.connect.local import default_data_dir as default_connect_dir
 from scheduler.connect.rest import ConnectRest, ConnectRestError
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 EXIT_DIFFERS = 1
 EXIT_ERROR = 2

@@ -16,7 +16,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from scheduler.audit.tables import TABLES, LedgerTable, schema_name
 from scheduler.connect.rest import ConnectRest, ConnectRestError
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 _TEMPLATES = resources.files(__package__) / "connectors"
 _TENANT_PART = "[A-Za-z0-9._-]+"

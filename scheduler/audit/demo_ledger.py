@@ -19,7 +19,7 @@ from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import ConnectError, LocalConnect
 from scheduler.connect.local import default_data_dir as default_connect_dir
 from scheduler.connect.rest import ConnectRest, ConnectRestError
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from datetime import timedelta
 
 from scheduler.audit.ledger import ResultRow, VersionRow
 from scheduler.engine.commands import first_cursor_ms
-from scheduler.engine.instants import to_datetime, to_ms
-from scheduler.engine.specs import compile_spec
+from scheduler.timing.instants import to_datetime, to_ms
+from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import count_fires, fires_between
 from scheduler.timing.jitter import available_at

@@ -16,8 +16,8 @@ from psycopg import sql
 from scheduler.audit.ledger import (FAILED_STEP, FINAL_STEPS, LIVE_STEPS, AttemptSummary, DeadLetterRow,
                                     DispatchRow, EventRow, Ledger, ResultRow, VersionRow)
 from scheduler.audit.tables import TABLES, schema_name
-from scheduler.schemas import PRIMITIVES
-from scheduler.topology import Topology
+from scheduler.wire.schemas import PRIMITIVES
+from scheduler.wire.topology import Topology
 
 _FETCH = 20_000
 _EPOCH_MS = "(extract(epoch from kafka_timestamp) * 1000)::bigint"

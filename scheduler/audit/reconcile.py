@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from scheduler.audit.expected import PAUSED, Expected, VersionSpan, expected_occurrences
 from scheduler.audit.ledger import FAILED_STEP, FINAL_STEPS, LIVE_STEPS, AttemptSummary, DispatchRow, EventRow, Ledger
 from scheduler.audit.vocabulary import attempt_kinds, occurrence_event_kinds
-from scheduler.engine.instants import to_datetime
+from scheduler.timing.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
 
 EVENT_KINDS = occurrence_event_kinds()

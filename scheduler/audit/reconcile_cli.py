@@ -15,7 +15,7 @@ from dateutil import parser as dateparser
 
 from scheduler.audit.report_format import document, summary
 from scheduler.config import Settings
-from scheduler.engine.instants import to_ms
+from scheduler.timing.instants import to_ms
 
 DATABASE_ENV = "AUDIT_DATABASE_URL"
 EXIT_OK, EXIT_FOUND, EXIT_UNUSABLE = 0, 1, 2

@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.audit.reconcile import ABSENT, Classified, LagStats, Report
 from scheduler.timing.instants import format_utc
-from scheduler.engine.instants import to_datetime
+from scheduler.timing.instants import to_datetime
 
 
 def iso(ms: int) -> str:

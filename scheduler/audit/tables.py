@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-from scheduler.schemas import load_current, schema_dir
+from scheduler.wire.schemas import load_current, schema_dir
 
 DATABASE_URL_ENV = "AUDIT_DATABASE_URL"
 COMMON_COLUMNS = {"kafka_topic": "text", "kafka_partition": "integer", "kafka_offset": "bigint",

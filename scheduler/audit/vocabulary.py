@@ -4,7 +4,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from scheduler.schemas import NAMESPACE, load_current, schema_dir
+from scheduler.wire.schemas import NAMESPACE, load_current, schema_dir
 
 
 def _find_enum(node: Any, name: str) -> tuple[str, ...] | None:

@@ -20,8 +20,9 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from scheduler import config
+from scheduler.kafka.clients import SCRAM_MECHANISM
 from scheduler.broker.tls import TlsFiles, ensure_tls_files, tls_files
-from scheduler.maven_cache import MavenError, copy_dependencies
+from scheduler.dev.maven_cache import MavenError, copy_dependencies
 
 KAFKA_VERSION = "4.2.0"
 MIN_JAVA_MAJOR = 17
@@ -37,7 +38,6 @@ JVM_OPTS = (
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 HOST = "127.0.0.1"
-SCRAM_MECHANISM = "SCRAM-SHA-512"
 SUPER_USER = "admin"
 
 # Files this module owns inside a data dir; `wipe` removes only these, never the dir's other content.
@@ -162,7 +162,7 @@ def _pom_text() -> bytes:
 
 
 def ensure_jars() -> Path:
-    """Fetch the Kafka jars with Maven once; later calls reuse the cache (scheduler/maven_cache.py)."""
+    """Fetch the Kafka jars with Maven once; later calls reuse the cache (scheduler/dev/maven_cache.py)."""
     try:
         return copy_dependencies(kafka_home(), "libs", _pom_text(), f"the Kafka {KAFKA_VERSION} jars")
     except MavenError as error:

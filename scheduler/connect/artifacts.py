@@ -18,8 +18,8 @@ from pathlib import Path
 
 from scheduler import config
 from scheduler.broker.local import KAFKA_VERSION
-from scheduler.maven_cache import MavenError, cached_build, copy_dependencies, run_maven
-from scheduler.schemas import load_current, load_history, schema_dir
+from scheduler.dev.maven_cache import MavenError, cached_build, copy_dependencies, run_maven
+from scheduler.wire.schemas import load_current, load_history, schema_dir
 
 CONVERTER_CLASS = "scheduler.connect.SingleObjectAvroConverter"
 JDBC_SINK_CLASS = "io.debezium.connector.jdbc.JdbcSinkConnector"

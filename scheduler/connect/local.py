@@ -27,7 +27,7 @@ from scheduler.broker.local import (
 )
 from scheduler.connect import artifacts
 from scheduler.connect.rest import ConnectRest, ConnectRestError
-from scheduler.maven_cache import MavenError
+from scheduler.dev.maven_cache import MavenError
 
 DEFAULT_PORT = 8083
 # Bounded heap: the machine is shared; one worker with a few sink tasks needs little.

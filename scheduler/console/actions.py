@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from scheduler.client import SchedulerError, dry_run_diff
+from scheduler.control.client import SchedulerError, dry_run_diff
 from scheduler.console.sessions import COOKIE
 from scheduler.console.web import PREFIX, Console, PageError, Viewer, not_found, redirect
 

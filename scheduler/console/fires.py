@@ -6,9 +6,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from scheduler.client import with_anchor
-from scheduler.engine import instants
-from scheduler.engine.specs import compile_spec
+from scheduler.control.client import with_anchor
+from scheduler.timing import instants
+from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import next_fires
 
 Record = dict[str, Any]

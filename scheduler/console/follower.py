@@ -14,7 +14,7 @@ from typing import Any
 
 from scheduler.console.forecast import Forecast, ForecastIndex, read
 from scheduler.console.occurrence_stats import OccurrenceStats, TenantFigures
-from scheduler.views import OccurrenceView, ScheduleView
+from scheduler.kafka.views import OccurrenceView, ScheduleView
 
 Record = dict[str, Any]
 

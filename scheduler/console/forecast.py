@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from scheduler.engine import instants
-from scheduler.engine.specs import compile_spec
+from scheduler.timing import instants
+from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import instants_between, next_fire
 from scheduler.timing.spec import ScheduleSpec, SpecError
 

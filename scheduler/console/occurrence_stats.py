@@ -12,7 +12,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.schemas import schema_dir
+from scheduler.wire.schemas import schema_dir
 
 Record = dict[str, Any]
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from scheduler.client import SchedulerError, preview
+from scheduler.control.client import SchedulerError, preview
 from scheduler.console.fires import fire_rows
 from scheduler.console.forecast import FLEXIBLE, STRICT
 from scheduler.console.web import Console, Viewer, not_found, redirect

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from scheduler import vocabulary
-from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.wire import vocabulary
+from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
 
 Record = dict[str, Any]

@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     process = SchedulerProcess(config)
     if args.metrics_port:
-        from scheduler.metrics import serve
+        from scheduler.engine.metrics import serve
 
         serve(args.metrics_port, process.metrics.registry)
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.engine.instants import to_datetime, to_ms
-from scheduler.engine.specs import compile_spec
+from scheduler.timing.instants import to_datetime, to_ms
+from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import ScheduleSpec, SpecError
-from scheduler.topology import InvalidNameError, validate_name_part
+from scheduler.wire.limits import MAX_BACKFILL, PREVIEW_COUNT
+from scheduler.wire.topology import InvalidNameError, validate_name_part
 
-PREVIEW_COUNT = 5  # next fires in an ACCEPTED result, a preview, a dry run
-MAX_BACKFILL = 1000  # fires one BACKFILL may replay; a larger range is rejected with INVALID_SPEC
 MAX_SCHEDULE_ID_LENGTH = 200
 
 Record = dict[str, Any]

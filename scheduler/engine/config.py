@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.engine.task import TaskTopics
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.topology import Topology
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.topology import Topology
 
 # Batching of the engine's transactional producers; the benches' ceilings use the same.
 PRODUCER_BATCHING = {"linger.ms": 5, "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
@@ -37,7 +37,7 @@ class EngineConfig:
     # nothing of it is created; True: any tenant name is taken, with the defaults above (development, demo).
     open_tenants: bool = False
     # librdkafka settings for every client of the process (SASL_SSL credentials, CA file); the engine's own
-    # settings (transactions, isolation, group) are refused there (scheduler.kafka_clients.client_settings).
+    # settings (transactions, isolation, group) are refused there (scheduler.kafka.clients.client_settings).
     client_config: dict[str, str] = field(default_factory=dict)
     # How long a turn's transaction may stay open. A process killed mid-turn leaves it open, and the new owner's
     # restore waits for it (it cannot read past it): 10 s, as Kafka Streams' exactly-once default, where a

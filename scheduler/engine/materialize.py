@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.fires import Fire, excluded_between, next_fires
 from scheduler.timing.jitter import available_at
 from scheduler.timing.misfire import MisfireDecision, resolve_misfire

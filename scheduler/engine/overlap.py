@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from scheduler.wire import vocabulary
+
 T = TypeVar("T")
 
-ALLOW, SKIP_IF_RUNNING, QUEUE_ONE = "ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE"
+ALLOW, SKIP_IF_RUNNING, QUEUE_ONE = vocabulary.known("OverlapPolicy", "ALLOW", "SKIP_IF_RUNNING", "QUEUE_ONE")
 
 
 @dataclass

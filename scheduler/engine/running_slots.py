@@ -32,7 +32,10 @@ REVIEW_MS = 5_000  # every tenant holding slots here is looked at this often, to
 
 _COUNT = struct.Struct(">q")
 _PARTITION = struct.Struct(">I")
-# Key prefixes in the admissions store; tenant names (topic-name characters) never start with them.
+# The admissions store's key space, one encoding (_COUNT values) for every count in it. A bare tenant name
+# holds the tenant's active schedules (admission side, `active_count`); the prefixed keys below hold the
+# running slots, and scheduler.engine.leases keeps its lease index under b"\x08". Tenant names
+# (topic-name characters) never start with a prefix byte.
 _LEDGER_HELD = b"\x01"    # admission side: tenant \0 partition -> slots that partition holds
 _LEDGER_WANT = b"\x02"    # admission side: tenant \0 partition -> more slots it waits for
 _HELD = b"\x03"           # schedule side: tenant -> slots this partition holds
@@ -73,6 +76,15 @@ def _set_count(txn: StoreTransaction, key: bytes, value: int) -> None:
         txn.put(STORE, key, _COUNT.pack(value))
     else:
         txn.delete(STORE, key)
+
+
+def active_count(txn: StoreTransaction, tenant: str) -> int:
+    """Active schedules of a tenant this partition counts for (admission side)."""
+    return _count(txn, tenant.encode())
+
+
+def set_active_count(txn: StoreTransaction, tenant: str, count: int) -> None:
+    _set_count(txn, tenant.encode(), count)
 
 
 def _per_partition(prefix: bytes, tenant: str, partition: int) -> bytes:

@@ -17,28 +17,26 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from scheduler.admin import ensure_tenant_topics, ensure_topics
-from scheduler.codec import Codec
+from scheduler.kafka.admin import ensure_topics
+from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
-from scheduler.engine.fairness import RateLimits
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import restore_partition
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
+from scheduler.engine.process_tenants import ProcessTenants
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
-from scheduler.kafka_clients import connection
+from scheduler.kafka.clients import connection
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.metrics import EngineMetrics
-from scheduler.topology import Topology
-from scheduler.views import TenantView
+from scheduler.engine.metrics import EngineMetrics
+from scheduler.wire.topology import Topology
 
 log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
-TENANT_CATCH_UP_S = 5.0  # longest wait for the tenants view before a command of an unknown tenant is refused
 
 
 class SchedulerProcess:
@@ -51,25 +49,14 @@ class SchedulerProcess:
         self.codec = Codec.default()
         prefix = config.prefix
         self.topics = task_topics(self.topology, prefix)
-        self.tenant_defaults = {
-            "max_active_schedules": config.max_active_schedules,
-            "trigger_rate_per_s": config.trigger_rate_per_s,
-            "catch_up_rate_per_s": config.catch_up_rate_per_s,
-            "retry_budget_per_min": config.retry_budget_per_min,
-            "max_concurrency": config.max_concurrency,
-        }
-        self.tenants: TenantView | None = None  # quotas and rates, followed in the background
-        self.trigger_limits = RateLimits(self._trigger_rate)
-        self.catch_up_limits = RateLimits(lambda tenant: self._quota(tenant, "catch_up_rate_per_s"))
-        self.retry_limits = RateLimits(lambda tenant: self._quota(tenant, "retry_budget_per_min") / 60,
-                                       burst_seconds=60)
         self.tasks: dict[int, SchedulerTask] = {}
-        self.known_tenants: set[str] = set()
-        self._topic_names: dict[tuple[str, str, str | None], str] = {}
         self._stop = threading.Event()
         self._held_up = False  # the last turn had due work and could send none of it
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
+        self.tenants = ProcessTenants(config, self.topology, common)
+        self.trigger_limits = self.tenants.trigger_limits
+        self.catch_up_limits = self.tenants.catch_up_limits
         self.consumer = Consumer(consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix)))
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
@@ -85,16 +72,11 @@ class SchedulerProcess:
 
     def run(self) -> None:
         ensure_topics(self._common, self.topology, self.config.prefix)
-        self.tenants = TenantView(self.config.bootstrap_servers, self.config.prefix, self.codec,
-                                  self.config.client_config)
-        self.known_tenants.update(self._existing_tenants())
+        self.tenants.follow(self.codec, set(self.consumer.list_topics(timeout=10).topics))
         self.producer = TransactionalProducer(self._producer_conf)
-        # Input topic -> the task's handler of its records.
-        self._handlers: dict[str, Callable[..., None]] = {
-            self.topics.commands: SchedulerTask.on_command, self.topics.attempts: SchedulerTask.on_attempt,
-            self.topics.admissions: SchedulerTask.on_admission_request,
-            self.topics.admission_results: SchedulerTask.on_admission_result}
-        self.consumer.subscribe(list(self._handlers), on_assign=self._on_assign,
+        topics = self.topics
+        self.consumer.subscribe([topics.commands, topics.attempts, topics.admissions, topics.admission_results],
+                                on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
         self.standbys.start()
         try:
@@ -108,24 +90,13 @@ class SchedulerProcess:
             self.standbys.close()
             self.stages.close()
             self.consumer.close()
-            if self.tenants is not None:
-                self.tenants.close()
+            self.tenants.close()
         finally:
             for task in self.tasks.values():
                 task.store.close()
             self.tasks.clear()
             if self.producer is not None:
                 self.producer.raw.flush(5)
-
-    def _existing_tenants(self) -> set[str]:
-        marker = f"{self.config.prefix}.occurrences."
-        names = self.consumer.list_topics(timeout=10).topics
-        return {name[len(marker):].rsplit(".", 1)[0] for name in names if name.startswith(marker)}
-
-    def _ensure_tenant(self, tenant: str) -> None:
-        if tenant not in self.known_tenants:
-            ensure_tenant_topics(self._common, self.topology, self.config.prefix, tenant)
-            self.known_tenants.add(tenant)
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         assigned = sorted({tp.partition for tp in partitions})
@@ -139,12 +110,8 @@ class SchedulerProcess:
                 applied = restore_partition(store, self._common, self.topics.changelogs, partition, self.codec,
                                             on_wait=self.metrics.restore_waiting)
             self.metrics.restored(applied)
-            self.tasks[partition] = SchedulerTask(
-                partition, store, self.topics, self.codec, self._tenant_topic, self.config.horizon_ms,
-                self._ensure_tenant, self._retry_allowed,
-                lambda tenant: self._quota(tenant, "max_active_schedules"),
-                lambda tenant: self._quota(tenant, "max_concurrency"), self.topology.schedule_partitions,
-                self._tenant_registered)
+            self.tasks[partition] = SchedulerTask(partition, store, self.topics, self.codec, self.tenants.policy(),
+                                                  self.config.horizon_ms, self.topology.schedule_partitions)
         self.metrics.assigned(assigned, len(self.tasks))
         log.info("assigned partitions %s", assigned)
 
@@ -158,36 +125,6 @@ class SchedulerProcess:
             self.standbys.adopt(partition)  # a standby may keep the closed store warm from here
         self.metrics.revoked(revoked, len(self.tasks))
         log.info("revoked partitions %s", revoked)
-
-    def _quota(self, tenant: str, name: str) -> Any:
-        found = self.tenants.get(tenant) if self.tenants is not None else None
-        return found[name] if found is not None else self.tenant_defaults[name]
-
-    def _tenant_registered(self, tenant: str) -> bool:
-        """Asked before a command of `tenant` is applied. A tenant missing from the followed view may have
-        been registered just before its first command: the view catches up before the answer is no."""
-        if self.config.open_tenants:
-            return True
-        assert self.tenants is not None
-        if self.tenants.get(tenant) is not None:
-            return True
-        self.tenants.wait_caught_up(TENANT_CATCH_UP_S)
-        return self.tenants.get(tenant) is not None
-
-    def _trigger_rate(self, tenant: str) -> float:
-        override = self.config.tenant_trigger_rates.get(tenant)
-        return override if override is not None else self._quota(tenant, "trigger_rate_per_s")
-
-    def _retry_allowed(self, tenant: str, now_ms: int) -> bool:
-        return self.retry_limits.bucket(tenant).take(1, now_ms) == 1
-
-    def _tenant_topic(self, key: str, tenant: str, priority: str | None) -> str:
-        cache_key = (key, tenant, priority)
-        name = self._topic_names.get(cache_key)
-        if name is None:
-            name = self._topic_names[cache_key] = self.topology.topic_name(
-                key, self.config.prefix, tenant=tenant, priority=priority)
-        return name
 
     # -- one transaction ----------------------------------------------------------
 
@@ -225,7 +162,9 @@ class SchedulerProcess:
         if phases[-1] - phases[0] > SLOW_TURN_S:
             spent = ", ".join(f"{name} {b - a:.2f}s" for name, a, b in zip(TURN_PHASES, phases, phases[1:]))
             log.info("slow turn (%d inputs): %s", len(inputs), spent)
-        self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms, self.tasks.values())
+        self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms,
+                                [(p, task.scan.next_due_ms(DISPATCH), task.timeline.next_wake_ms())
+                                 for p, task in self.tasks.items()])
 
     def _apply_inputs(self, inputs: list[Any], now_ms: int,
                       first_offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
@@ -239,22 +178,22 @@ class SchedulerProcess:
             source = (msg.topic(), msg.partition())
             first_offsets.setdefault(source, msg.offset())
             next_offsets[source] = msg.offset() + 1
-            self._handlers[msg.topic()](task, msg.key(), msg.value(), msg.offset(), now_ms)
+            task.handlers[msg.topic()](msg.key(), msg.value(), msg.offset(), now_ms)
         return next_offsets
 
     def _due_work(self, now_ms: int, phases: list[float], drained: bool) -> None:
         for task in self.tasks.values():
-            task.slots.expire(task.txn, now_ms)
+            task.slots.expire(task.ctx.txn, now_ms)
             if drained:
-                task.expire_leases(now_ms)
+                task.attempts.expire_leases(now_ms)
         backlog = self._dispatch(now_ms)
         phases.append(time.perf_counter())
         # Due work first: while a burst is still being sent, planning ahead gets a tenth of its share.
         budget = self.config.materialize_budget // (10 if backlog else 1)
         for task in self.tasks.values():
-            task.settle_running_slots(now_ms)
-            task.materialize_due(now_ms, budget)
-            task.delete_staged(self.config.stage_chunk)
+            task.admissions.settle_running_slots(now_ms)
+            task.timeline.materialize_due(now_ms, budget)
+            task.scan.delete_staged(self.config.stage_chunk)
         if self.stages.contradicted():
             self.stages.drop("a change was accepted for an occurrence it holds")
         phases.append(time.perf_counter())
@@ -278,8 +217,8 @@ class SchedulerProcess:
         dead: Counter[str] = Counter()
         concurrency_held: Counter[str] = Counter()
         for task in self.tasks.values():
-            events.update(task.event_counts)
-            dead.update(task.dead_letters)
+            events.update(task.ctx.event_counts)
+            dead.update(task.ctx.dead_letters)
             concurrency_held.update(task.slots.blocked)
         self.metrics.committed(int(self.clock() * 1000), commit_seconds, events, dead, concurrency_held)
         for partition, task in self.tasks.items():
@@ -306,21 +245,21 @@ class SchedulerProcess:
         soonest = None
         for task in self.tasks.values():
             for lane in (DISPATCH, CATCH_UP):
-                due = task.next_due_ms(lane)
+                due = task.scan.next_due_ms(lane)
                 if due is not None and (soonest is None or due < soonest):
                     soonest = due
         wait_ms = self.config.idle_poll_ms if soonest is None else min(self.config.idle_poll_ms, soonest - now_ms)
         return max(0.0, wait_ms / 1000.0)
 
     def _has_due_work(self, now_ms: int) -> bool:
-        return self._due_entries(now_ms) or any(task.has_wake_due(now_ms) or task.has_staged_to_delete()
-                                                or task.has_expired_lease(now_ms)
+        return self._due_entries(now_ms) or any(task.timeline.has_wake_due(now_ms) or task.scan.has_staged_to_delete()
+                                                or task.attempts.has_expired_lease(now_ms)
                                                 for task in self.tasks.values())
 
     def _due_entries(self, now_ms: int) -> bool:
         for task in self.tasks.values():
             for lane in (DISPATCH, CATCH_UP):
-                due = task.next_due_ms(lane)
+                due = task.scan.next_due_ms(lane)
                 if due is not None and due <= now_ms:
                     return True
         return False
@@ -344,8 +283,9 @@ class SchedulerProcess:
         producer = self.producer
         assert producer is not None
         produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
+        self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
         for task in self.tasks.values():
-            for topic, key, value, partition in task.outbox:
+            for topic, key, value, partition in task.ctx.outbox:
                 if partition is None:
                     produce(topic, value, key)
                 else:

@@ -17,9 +17,8 @@ from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.timeline_keys import DISPATCH
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +56,7 @@ class StageRunner:
         self.stagers.clear()
 
     def contradicted(self) -> bool:
-        return self.stage is not None and any(task.contradicts_stage() for task in self.tasks.values())
+        return self.stage is not None and any(task.scan.contradicts_stage() for task in self.tasks.values())
 
     def step(self, now_ms: int) -> None:
         """Between turns (no transaction open on the main producer): start, fill or commit the stage."""
@@ -81,10 +80,10 @@ class StageRunner:
         if self._burst_counts is None or now_ms - self._burst_counts[0] >= staging.COUNT_EVERY_MS:
             start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
             end = staging.instant_range(now_ms + self.config.stage_max_lead_ms)[1]
-            counts: Counter[bytes] = Counter()
+            counts: Counter[int] = Counter()
             for task in self.tasks.values():
-                counts.update(key[1:9] for key in task.store.keys_from("timeline", start, end))
-            self._burst_counts = (now_ms, {timeline_keys.due_ms_of(DISPATCH + due): n for due, n in counts.items()})
+                counts.update(timeline_keys.due_ms_of(key) for key in task.store.keys_from("timeline", start, end))
+            self._burst_counts = (now_ms, dict(counts))
         return staging.choose(self._burst_counts[1], now_ms, self.config.stage_min, self.rate_per_s,
                               self.config.stage_max_lead_ms)
 
@@ -131,7 +130,7 @@ class StageRunner:
                 stage.tokens[tenant] += 1
                 return True
 
-            for entry in task.stage(stage.partitions[partition], share, accept):
+            for entry in task.scan.stage(stage.partitions[partition], share, accept):
                 stager.produce(entry.topic, entry.occurrence, entry.schedule_id.encode(), timestamp=stage.due_ms)
         stager.raw.poll(0)
         if stage.complete:
@@ -151,7 +150,7 @@ class StageRunner:
             return
         visible_ms = int(self.clock() * 1000)
         for partition, part in stage.partitions.items():
-            self.tasks[partition].staged_sent(part)
+            self.tasks[partition].scan.staged_sent(part)
         rate = stage.rate_per_s()
         if rate is not None:
             self.rate_per_s = rate
@@ -178,5 +177,5 @@ class StageRunner:
         for partition in stage.partitions:
             task = self.tasks.get(partition)
             if task is not None:
-                task.stage_dropped()
+                task.scan.stage_dropped()
         self.metrics.stage_dropped(stage.count)

@@ -42,6 +42,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from scheduler.engine.overlap import ALLOW
 from scheduler.engine.timeline_keys import DISPATCH, lane_bound
 
 COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are counted again
@@ -82,7 +83,7 @@ def choose(counts: dict[int, int], now_ms: int, minimum: int, rate_per_s: float,
 
 def stageable(overlap: str, concurrency_limited: bool) -> bool:
     """Overlap policies and running slots are decided at dispatch, against what is running then."""
-    return overlap == "ALLOW" and not concurrency_limited
+    return overlap == ALLOW and not concurrency_limited
 
 
 @dataclass

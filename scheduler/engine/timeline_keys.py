@@ -65,6 +65,10 @@ def lane_end(lane: bytes) -> bytes:
     return bytes([lane[0] + 1])
 
 
+def lane_of(key: bytes) -> bytes:
+    return key[:1]
+
+
 def due_ms_of(key: bytes) -> int:
     return _MS.unpack_from(key, 1)[0]
 
@@ -77,8 +81,9 @@ def wake_schedule_id(key: bytes) -> str:
     return key[9:].decode()
 
 
-_OVERLAP_CODES = {"ALLOW": 0, "SKIP_IF_RUNNING": 1, "QUEUE_ONE": 2}
-_OVERLAP_NAMES = {code: name for name, code in _OVERLAP_CODES.items()}
+OVERLAP_CODES = {  # the stored byte of each policy: a storage format, never renumbered
+    "ALLOW": 0, "SKIP_IF_RUNNING": 1, "QUEUE_ONE": 2}
+OVERLAP_NAMES = {code: name for name, code in OVERLAP_CODES.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +100,7 @@ class LocalEntry:
 
     def pack(self) -> bytes:
         parts = [s.encode() for s in (self.tenant, self.schedule_id, self.topic, self.occurrence_id)]
-        head = _MS.pack(self.deadline_ms) + bytes([_OVERLAP_CODES[self.overlap]])
+        head = _MS.pack(self.deadline_ms) + bytes([OVERLAP_CODES[self.overlap]])
         head += b"".join(_LEN.pack(len(p)) + p for p in parts)
         return head + _BODY_LEN.pack(len(self.occurrence)) + self.occurrence
 
@@ -103,12 +108,12 @@ class LocalEntry:
     def head(data: bytes) -> tuple[int, str, str]:
         """(deadline_ms, overlap policy, tenant): all dispatch needs to choose an entry."""
         (n,) = _LEN.unpack_from(data, 9)
-        return _MS.unpack_from(data, 0)[0], _OVERLAP_NAMES[data[8]], data[11 : 11 + n].decode()
+        return _MS.unpack_from(data, 0)[0], OVERLAP_NAMES[data[8]], data[11 : 11 + n].decode()
 
     @classmethod
     def unpack(cls, data: bytes) -> "LocalEntry":
         (deadline_ms,) = _MS.unpack_from(data, 0)
-        overlap = _OVERLAP_NAMES[data[8]]
+        overlap = OVERLAP_NAMES[data[8]]
         fields: list[str] = []
         pos = 9
         for _ in range(4):

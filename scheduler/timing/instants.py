@@ -87,3 +87,16 @@ def parse_instant(text: str) -> datetime:
     if value.tzinfo is None:
         raise ValueError(f"instant needs an offset or Z: {text!r}")
     return value.astimezone(UTC)
+
+
+def to_datetime(ms: int) -> datetime:
+    """Epoch milliseconds (the wire's and the engine's unit) as an aware UTC datetime."""
+    return EPOCH + timedelta(milliseconds=ms)
+
+
+def to_ms(instant: datetime) -> int:
+    return (instant - EPOCH) // timedelta(milliseconds=1)
+
+
+def optional_datetime(ms: int | None) -> datetime | None:
+    return None if ms is None else to_datetime(ms)

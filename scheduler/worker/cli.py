@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from scheduler.acls import scram_client_config
-from scheduler.codec import codec_from_settings
+from scheduler.control.acls import scram_client_config
+from scheduler.wire.codec import codec_from_settings
 from scheduler.config import Settings
-from scheduler.kafka_clients import NotAuthorized, connection
+from scheduler.kafka.clients import NotAuthorized, connection
 from scheduler.worker.attempt import Handler
 from scheduler.worker.worker import DEFAULT_PRIORITIES, Worker, WorkerOptions
 

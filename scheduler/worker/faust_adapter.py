@@ -23,8 +23,8 @@ from typing import Any
 
 import faust
 
-from scheduler.codec import Codec, DecodeError, RecordCodec
-from scheduler.topology import Topology
+from scheduler.wire.codec import Codec, DecodeError, RecordCodec
+from scheduler.wire.topology import Topology
 from scheduler.worker.attempt import Event, Handler, run_attempt
 from scheduler.worker.occurrence import AttemptContext, Occurrence
 from scheduler.worker.view import ScheduleView

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from scheduler.codec import DecodeError
-from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
+from scheduler.wire.codec import DecodeError
+from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.priority import PriorityBuffers
 from scheduler.worker.writer import NotRecorded

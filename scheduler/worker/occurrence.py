@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from scheduler import vocabulary
+from scheduler.wire import vocabulary
 
 DEFAULT_LEASE_MS: int = vocabulary.field_defaults("Occurrence")["lease_ms"]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

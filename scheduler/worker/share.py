@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message, ShareConsumer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from scheduler.admin import admin_client
-from scheduler.codec import DecodeError
-from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
+from scheduler.kafka.admin import admin_client
+from scheduler.wire.codec import DecodeError
+from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.writer import NotRecorded
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.codec import Codec, RecordCodec
-from scheduler.kafka_clients import connection
-from scheduler.topology import Topology
+from scheduler.wire.codec import Codec, RecordCodec
+from scheduler.kafka.clients import connection
+from scheduler.wire.topology import Topology, default_group_id, transactional_id_prefix
 from scheduler.worker.attempt import Event, Handler, run_attempt
 from scheduler.worker.occurrence import AttemptContext, Occurrence
 from scheduler.worker.view import ScheduleView
@@ -35,15 +35,6 @@ def wall_clock_ms() -> int:
 def default_worker_id() -> str:
     """Host and pid: stable for a process, so its transactional id fences its own zombie on restart."""
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-def default_group_id(prefix: str, tenant: str, share: bool) -> str:
-    return f"{prefix}.{'share-workers' if share else 'workers'}.{tenant}"
-
-
-def transactional_id_prefix(prefix: str, tenant: str) -> str:
-    """Every worker of a tenant writes attempts under this prefix, so one ACL covers them all."""
-    return f"{prefix}.worker.{tenant}."
 
 
 @dataclass(frozen=True)
@@ -76,7 +67,7 @@ class Worker:
         client_config: Mapping[str, str] | None = None,
     ) -> None:
         """`client_config`: librdkafka settings for every Kafka client of the worker, e.g. its SASL
-        credentials (`scheduler.acls.scram_client_config`). The settings its guarantees rest on
+        credentials (`scheduler.control.acls.scram_client_config`). The settings its guarantees rest on
         (group, transactions, isolation, offsets) are the worker's own: run() refuses them there."""
         self.topology = topology or Topology.load()
         unknown = [p for p in priorities if p not in self.topology.priorities]
@@ -105,7 +96,7 @@ class Worker:
     def run(self) -> None:
         """Process occurrences until `stop()`; the occurrence in progress then is finished and recorded.
 
-        Raises scheduler.kafka_clients.NotAuthorized as soon as the broker's ACLs refuse the worker a
+        Raises scheduler.kafka.clients.NotAuthorized as soon as the broker's ACLs refuse the worker a
         topic, group or transactional id: the Kafka client would otherwise wait for access forever."""
         from scheduler.worker.group import run_group
         from scheduler.worker.share import run_share

@@ -13,10 +13,10 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from scheduler.codec import RecordCodec
+from scheduler.wire.codec import RecordCodec
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.kafka_clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from engine_harness import CODEC, TOPOLOGY, SchedulerProcess, TopicReader, ensur
 from scheduler.api.app import create_app
 from scheduler.api.keys import KeyStore, create_key
 from scheduler.api.plane import ControlPlane
-from scheduler.client import make_spec
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.control.client import make_spec
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANTS = ("acme", "globex")
 

@@ -16,11 +16,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from scheduler.admin import ensure_tenant_topics, ensure_topics
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.codec import Codec
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.wire.codec import Codec
 from scheduler.timing.occurrence_id import occurrence_id
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 REPO = Path(__file__).resolve().parents[2]
 CODEC = Codec.default()

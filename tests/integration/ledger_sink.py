@@ -16,8 +16,8 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from psycopg import sql
 
-from scheduler.codec import Codec
-from scheduler.topology import Topology
+from scheduler.wire.codec import Codec
+from scheduler.wire.topology import Topology
 
 TOPOLOGY = Topology.load()
 CODEC = Codec.default()

@@ -16,7 +16,7 @@ from test_reconcile import reconcile, window
 from worker_harness import WorkerProcess
 
 from scheduler.audit.tables import TABLES, ensure_tables, schema_name
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 
 TENANT = "audit"
 JSON_COLUMNS = {"spec", "pending", "running", "admission_waiters", "first_next_fires_ms", "next_fires_ms",

@@ -16,7 +16,7 @@ from engine_harness import CODEC, TOPOLOGY, ensure_layout
 from scheduler.audit.connectors import dead_letter_topic, delete_connectors
 from scheduler.audit.tables import schema_name
 from scheduler.connect.rest import ConnectRest
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANT = "acme"
 

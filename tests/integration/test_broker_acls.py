@@ -1,5 +1,5 @@
 """Per-tenant ACLs on the local broker with SASL/SCRAM, checked with real SASL clients and real
-workers: a worker user of tenant A gets what `scheduler.acls.worker_acls` grants and nothing of
+workers: a worker user of tenant A gets what `scheduler.control.acls.worker_acls` grants and nothing of
 tenant B's, and a worker refused something fails at once, naming it.
 
 The broker is this module's own (the session broker has no authorizer); tenant B's worker is
@@ -31,12 +31,12 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from scheduler.acls import SCRAM_ITERATIONS, grant_worker, scram_client_config, worker_acls
-from scheduler.admin import ensure_tenant_topics, ensure_topics
+from scheduler.control.acls import SCRAM_ITERATIONS, grant_worker, scram_client_config, worker_acls
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
-from scheduler.codec import Codec
-from scheduler.kafka_clients import NotAuthorized
-from scheduler.topology import Topology
+from scheduler.wire.codec import Codec
+from scheduler.kafka.clients import NotAuthorized
+from scheduler.wire.topology import Topology
 from scheduler.worker import AttemptContext, Occurrence, Worker
 from scheduler.worker.worker import default_group_id, transactional_id_prefix
 

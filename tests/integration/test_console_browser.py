@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from console_env import console_server
 from control_env import FakeWorker, control_env, hourly
 from scheduler.broker.local import free_port
-from scheduler.client import make_spec
+from scheduler.control.client import make_spec
 from scheduler.console.sessions import COOKIE
 
 STRICT_AT_7, FLEXIBLE_AT_7 = 5, 3

@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from control_env import FakeWorker, control_env, hourly
-from scheduler.client import (
+from scheduler.control.client import (
     CommandTimeout,
     Conflict,
     NotFound,

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from control_env import control_env, hourly
-from scheduler.client import QuotaExceeded
+from scheduler.control.client import QuotaExceeded
 
 
 @pytest.fixture(scope="module")

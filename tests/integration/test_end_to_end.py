@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from worker_harness import WorkerProcess, attempt_reader, handled, kinds_by_occurrence, wait_for
 
 TENANT = "e2e"

@@ -6,8 +6,8 @@ import time
 
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, wait_for_split
 from scheduler.broker.local import free_port
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.tenants import TenantRegistry
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.control.tenants import TenantRegistry
 from test_engine_attempts import FakeWorker, soon
 from test_engine_metrics import scrape
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
 from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, percentile

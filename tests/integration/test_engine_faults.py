@@ -12,7 +12,7 @@ import pytest
 
 from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
                             wait_for_split)
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
 TENANTS = ["red", "green", "blue"]

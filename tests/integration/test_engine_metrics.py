@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.broker.local import free_port
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 
 from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 

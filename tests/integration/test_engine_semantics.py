@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import Producer
 
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANT = "acme"
 

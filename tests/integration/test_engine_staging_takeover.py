@@ -14,7 +14,7 @@ import pytest
 
 from engine_harness import (BURST_TENANTS, STAGE_ARGS, SchedulerProcess, TopicReader, create_burst, ensure_layout,
                             occurrence_topics, read_until_all, rfc3339, wait_for_log)
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
 # A first guess of 100 staged/s makes the lead of 1,450 entries about 25 s: staging starts as soon as the burst

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import pytest
 
 from engine_harness import SchedulerProcess, ensure_layout
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 from worker_harness import (
     CODEC, TOPOLOGY, WorkerProcess, attempt_reader, handled, kinds_by_occurrence, produce, wait_for,
 )

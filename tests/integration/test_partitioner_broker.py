@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from scheduler.admin import ensure_topics
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF, partition_for
-from scheduler.topology import Topology
+from scheduler.kafka.admin import ensure_topics
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF, partition_for
+from scheduler.wire.topology import Topology
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scheduler.broker.local import free_port
-from scheduler.client import SchedulerClient, make_spec
+from scheduler.control.client import SchedulerClient, make_spec
 
 from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 

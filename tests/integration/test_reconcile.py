@@ -17,8 +17,8 @@ import pytest
 from engine_harness import REPO, SchedulerProcess, ensure_layout, rfc3339
 from ledger_sink import CODEC, insert, record_row, sink_topics
 from scheduler.audit.tables import ensure_tables, schema_name
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.engine.instants import to_datetime
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.timing.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
 from worker_harness import WorkerProcess
 

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
 
 from control_env import control_env, hourly
-from scheduler.client import NotFound
+from scheduler.control.client import NotFound
 from test_control_cli import cli
 
 

@@ -17,9 +17,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from engine_harness import SchedulerProcess, ensure_layout
-from scheduler.acls import scram_client_config
+from scheduler.control.acls import scram_client_config
 from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
-from scheduler.client import SchedulerClient, Unavailable, make_spec
+from scheduler.control.client import SchedulerClient, Unavailable, make_spec
 from test_shared_keys import ApiServer
 from worker_harness import WorkerProcess, handled, wait_for
 

@@ -16,9 +16,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from scheduler import topology_cli
-from scheduler.admin import ensure_tenant_topics, ensure_topics
-from scheduler.topology import Topology
+from scheduler.control import topology_cli
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
+from scheduler.wire.topology import Topology
 
 pytestmark = pytest.mark.integration
 

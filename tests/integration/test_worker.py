@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-from scheduler.partitioning import partition_for
+from scheduler.wire.partitioning import partition_for
 
 from worker_harness import (
     TOPOLOGY, WorkerProcess, attempt_partitions, attempt_reader, create_layout, enqueue, handled, kinds_by_occurrence,

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from scheduler.partitioning import partition_for
+from scheduler.wire.partitioning import partition_for
 
 from worker_harness import (
     HERE, REPO, TOPOLOGY, attempt_partitions, attempt_reader, create_layout, enqueue, handled, kinds_by_occurrence, occurrence,

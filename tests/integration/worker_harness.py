@@ -15,10 +15,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from scheduler.admin import ensure_topics
-from scheduler.codec import Codec
-from scheduler.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.topology import Topology
+from scheduler.kafka.admin import ensure_topics
+from scheduler.wire.codec import Codec
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.topology import Topology
 
 from engine_harness import TopicReader
 

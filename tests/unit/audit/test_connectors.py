@@ -9,7 +9,7 @@ import pytest
 from scheduler.audit import tables
 from scheduler.audit.connectors import ConnectorError, Database, render, topic_regex
 from scheduler.audit.tables import TABLES, column_type, expected_columns, schema_name
-from scheduler.topology import Topology
+from scheduler.wire.topology import Topology
 
 TOPOLOGY = Topology.load()
 DB = Database("jdbc:postgresql://127.0.0.1:5432/postgres", "postgres", "")

@@ -11,8 +11,8 @@ from scheduler.audit.ledger import (AttemptRow, AttemptSummary, DeadLetterRow, D
                                     ResultRow, VersionRow, summarize)
 from scheduler.audit.reconcile import CLASSIFICATIONS, lag_stats, reconcile
 from scheduler.audit.vocabulary import enum_symbols
-from scheduler.client import make_spec
-from scheduler.engine.instants import to_datetime, to_ms
+from scheduler.control.client import make_spec
+from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id
 

@@ -6,9 +6,9 @@ import random
 from collections import Counter
 from datetime import datetime, timezone
 
-from scheduler.client import make_spec
+from scheduler.control.client import make_spec
 from scheduler.console.forecast import FLEXIBLE, STRICT, ForecastIndex, read, share_of, window_start
-from scheduler.engine import instants
+from scheduler.timing import instants
 from scheduler.timing.fires import fires_between
 
 HOUR = 3_600_000

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from confluent_kafka.admin import AclOperation, ResourcePatternType, ResourceType
 
-from scheduler.acls import worker_acls
-from scheduler.topology import Topology
+from scheduler.control.acls import worker_acls
+from scheduler.wire.topology import Topology
 
 
 def test_worker_reads_exactly_its_tenants_topics_by_name() -> None:

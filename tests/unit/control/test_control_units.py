@@ -8,7 +8,7 @@ from pydantic import ValidationError as ModelError
 
 from scheduler.api.keys import KeyStore, create_key, revoke_key
 from scheduler.api.models import SpecIn, schedule_json
-from scheduler.client import (
+from scheduler.control.client import (
     CommandTimeout,
     Conflict,
     NotFound,
@@ -23,7 +23,7 @@ from scheduler.client import (
     preview,
     with_anchor,
 )
-from scheduler.tenants import validate_quotas, validate_tenant_name
+from scheduler.control.tenants import validate_quotas, validate_tenant_name
 
 HOUR_MS = 3_600_000
 

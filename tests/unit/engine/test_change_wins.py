@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.client import make_spec
-from scheduler.codec import Codec
-from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.task import SchedulerTask, TaskTopics
+from scheduler.control.client import make_spec
+from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH
-
-CODEC = Codec.default()
-TOPICS = TaskTopics("commands", "attempts", "admissions", "admission-results", "results", "events",
-                    {"schedules": "s", "timeline": "t", "occurrences": "o", "admissions": "x"})
+from task_builder import CODEC, make_task, outputs
 MINUTE = 60_000
 START = 1_800_000_000_000 - 1_800_000_000_000 % MINUTE + 5_000  # 5 s past a minute
 
@@ -20,10 +15,8 @@ START = 1_800_000_000_000 - 1_800_000_000_000 % MINUTE + 5_000  # 5 s past a min
 @pytest.fixture
 def active_every_minute(tmp_path) -> SchedulerTask:
     """An ACTIVE `* * * * *` schedule whose next two fires are materialized (horizon 120 s)."""
-    store = PartitionStore(tmp_path / "p0")
-    task = SchedulerTask(0, store, TOPICS, CODEC, lambda key, tenant, priority: f"{key}.{tenant}.{priority}",
-                         120_000, lambda tenant: None, lambda tenant, now_ms: True, lambda tenant: 100,
-                         lambda tenant: None, 1)
+    task = make_task(tmp_path / "p0")
+    store = task.store
     state = {"schedule_id": "s1", "tenant": "acme", "version": 1, "state": "PENDING",
              "spec": make_spec("cron", "* * * * *"), "idempotency_key": None, "create_command_id": "c0",
              "created_at_ms": START, "updated_at_ms": START, "next_fire_ms": None, "fired_count": 0, "pending": [],
@@ -31,7 +24,7 @@ def active_every_minute(tmp_path) -> SchedulerTask:
     store.write({"schedules": {b"s1": CODEC.encode("ScheduleState", state)}}, {})
     grant = {"tenant": "acme", "schedule_id": "s1", "granted": True, "active_schedules": 1,
              "max_active_schedules": 100, "decided_at_ms": START, "running_slots": None}
-    task.on_admission_result(b"s1", CODEC.encode("AdmissionResult", grant), 0, START)
+    task.handlers["admission-results"](b"s1", CODEC.encode("AdmissionResult", grant), 0, START)
     task.committed({})
     yield task
     store.close()
@@ -45,7 +38,7 @@ def command(kind: str, issued_at_ms: int, spec: dict | None = None) -> bytes:
 
 
 def events(task: SchedulerTask) -> list[dict]:
-    return [CODEC.decode("OccurrenceEvent", value) for topic, _, value, _ in task.outbox if topic == "events"]
+    return outputs(task, "events", "OccurrenceEvent")
 
 
 @pytest.mark.parametrize("kind, overdue_kind, future_kind", [
@@ -58,9 +51,9 @@ def test_the_change_drops_a_fire_already_due_and_says_it_was_due(active_every_mi
     task = active_every_minute
     first_fire = START - START % MINUTE + MINUTE
     now_ms = first_fire + 2_500  # the first fire is due, the partition has not sent it yet
-    assert [key for key, _ in task.due(DISPATCH, now_ms)], "the first fire waits in the timeline"
+    assert [key for key, _ in task.scan.due(DISPATCH, now_ms)], "the first fire waits in the timeline"
     spec = make_spec("cron", "30 * * * *") if kind == "UPDATE" else None
-    task.on_command(b"s1", command(kind, now_ms - 100, spec), 1, now_ms)
+    task.handlers["commands"](b"s1", command(kind, now_ms - 100, spec), 1, now_ms)
     reported = {e["scheduled_for_ms"]: e for e in events(task)}
     assert set(reported) == {first_fire, first_fire + MINUTE}
     overdue, future = reported[first_fire], reported[first_fire + MINUTE]
@@ -68,4 +61,4 @@ def test_the_change_drops_a_fire_already_due_and_says_it_was_due(active_every_mi
     assert "due 2500 ms before the change was accepted" in overdue["reason"]
     assert "before the change" not in future["reason"]
     task.committed({})
-    assert [key for key, _ in task.due(DISPATCH, now_ms)] == [], "the old version's fire is never sent afterwards"
+    assert [key for key, _ in task.scan.due(DISPATCH, now_ms)] == [], "the old version's fire is never sent afterwards"

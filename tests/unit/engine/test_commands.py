@@ -1,4 +1,4 @@
-from scheduler.client import make_spec
+from scheduler.control.client import make_spec
 from scheduler.engine.commands import admitted, decide
 
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z

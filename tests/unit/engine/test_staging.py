@@ -2,13 +2,11 @@
 import pytest
 
 from scheduler.engine import staging
-from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
-from scheduler.engine.task import SchedulerTask, TaskTopics
+from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
+import task_builder
 
-TOPICS = TaskTopics("c", "a", "ad", "ar", "r", "e", {"schedules": "s", "timeline": "t", "occurrences": "o",
-                                                     "admissions": "x"})
 T = 1_800_000_000_000
 
 
@@ -63,27 +61,26 @@ def entry(tenant: str, schedule_id: str, overlap: str = "ALLOW") -> bytes:
 
 
 def make_task(tmp_path, entries: dict[bytes, bytes]) -> SchedulerTask:
-    store = PartitionStore(tmp_path / "p0")
-    store.write({"timeline": entries}, {})
-    return SchedulerTask(0, store, TOPICS, codec=None, tenant_topic=None, horizon_ms=0, ensure_tenant=None,
-                         retry_allowed=None, max_active_schedules=None, max_concurrency=lambda tenant: None,
-                         partitions=1)
+    task = task_builder.make_task(tmp_path / "p0", horizon_ms=0)
+    task.store.write({"timeline": entries}, {})
+    return task
 
 
 def staged_task(tmp_path, n: int) -> tuple[SchedulerTask, StagedPartition, list[bytes]]:
     """A task with `n` plain entries due at T, all staged."""
     keys = [occurrence_key(DISPATCH, T, f"s{i:04d}", T) for i in range(n)]
     task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
-    assert task.next_due_ms(DISPATCH) == T  # as every turn asks: the scan's floor moves to the first entry
+    task.committed({})  # as after every turn: the scan's floor moves up to the first live entry
+    assert task.scan.floor(DISPATCH) == keys[0]
     part = StagedPartition(*instant_range(T))
-    task.stage(part, n + 1, lambda overlap, tenant: True)
+    task.scan.stage(part, n + 1, lambda overlap, tenant: True)
     return task, part, keys
 
 
 def put(task: SchedulerTask, key: bytes, raw: bytes) -> None:
     """A turn writes a timeline entry (as materialization or an update does)."""
-    task.txn.put("timeline", key, raw)
-    task.timeline_changelog[key] = b""
+    task.ctx.txn.put("timeline", key, raw)
+    task.ctx.timeline_changelog[key] = b""
 
 
 def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dispatch(tmp_path):
@@ -93,21 +90,21 @@ def test_a_task_stages_its_instant_in_shares_and_leaves_the_rest_to_ordinary_dis
     before = occurrence_key(DISPATCH, T - 1000, "early", T - 1000)
     after = occurrence_key(DISPATCH, T + 1, "later", T + 1)
     task = make_task(tmp_path, {**at_t, before: entry("acme", "early"), after: entry("acme", "later")})
-    assert task.next_due_ms(DISPATCH) == T - 1000
+    assert task.scan.next_due_ms(DISPATCH) == T - 1000
     part = StagedPartition(*instant_range(T))
     accept = lambda overlap, tenant: staging.stageable(overlap, False)  # noqa: E731
-    first = task.stage(part, 4, accept)
+    first = task.scan.stage(part, 4, accept)
     assert [e.schedule_id for e in first] == ["s000", "s001", "s002", "s003"] and not part.done
-    rest = task.stage(part, 100, accept)
+    rest = task.scan.stage(part, 100, accept)
     assert part.done
     assert sorted(e.schedule_id for e in first + rest) == [f"s{n:03d}" for n in range(10)]
     assert part.first_skipped == guarded
 
     # The early entry is dispatched the ordinary way meanwhile; then the stage commits at T.
-    task.dispatched(before, LocalEntry.unpack(task.store.get("timeline", before)), T - 1000)
+    task.dispatcher.send(before, task.store.get("timeline", before), T - 1000)
     task.committed({})
-    task.staged_sent(part)
-    left = [key for key, _ in task.due(DISPATCH, T + 5)]
+    task.scan.staged_sent(part)
+    left = [key for key, _ in task.scan.due(DISPATCH, T + 5)]
     assert left == [guarded, after], "staged entries are gone, the guarded one and later ones are not"
     task.store.close()
 
@@ -117,17 +114,17 @@ def test_a_change_to_a_staged_entry_contradicts_the_stage_and_a_change_elsewhere
     assert part.done and len(part.sent) == 3
     added = occurrence_key(DISPATCH, T, "s0000a", T)
     put(task, added, entry("acme", "s0000a"))
-    assert not task.contradicts_stage(), "a new entry in the instant is not in the stage"
-    task.txn.delete("timeline", keys[0])  # a cancel: the stage already holds its occurrence
-    assert task.contradicts_stage()
+    assert not task.scan.contradicts_stage(), "a new entry in the instant is not in the stage"
+    task.ctx.txn.delete("timeline", keys[0])  # a cancel: the stage already holds its occurrence
+    assert task.scan.contradicts_stage()
     task.reset()
     newer = entry("acme", "s1-v2")
     put(task, keys[1], newer)  # an update's new version on the same key
-    assert task.contradicts_stage()
+    assert task.scan.contradicts_stage()
     # The runtime then drops the stage before committing the change: every entry is left to ordinary dispatch.
-    task.stage_dropped()
+    task.scan.stage_dropped()
     task.committed({})
-    assert [(key, raw) for key, raw in task.due(DISPATCH, T)] == [(keys[0], entry("acme", "s0")),
+    assert [(key, raw) for key, raw in task.scan.due(DISPATCH, T)] == [(keys[0], entry("acme", "s0")),
                                                                    (keys[1], newer), (keys[2], entry("acme", "s2"))]
     task.store.close()
 
@@ -137,46 +134,46 @@ def test_sent_entries_are_deleted_in_turns_with_their_changelog_tombstones(tmp_p
     added = occurrence_key(DISPATCH, T, "s0000a", T)
     put(task, added, entry("acme", "s0000a"))
     task.committed({})
-    task.staged_sent(part)
-    assert [key for key, _ in task.due(DISPATCH, T)] == [added], "the stage's entries are skipped"
+    task.scan.staged_sent(part)
+    assert [key for key, _ in task.scan.due(DISPATCH, T)] == [added], "the stage's entries are skipped"
     assert task.store.get("timeline", keys[0]) is not None, "deleted later, a chunk a turn"
-    task.delete_staged(2)
+    task.scan.delete_staged(2)
     tombstones = task.changelog_records()["timeline"]
     assert [(topic, value) for topic, _, value in tombstones] == [("t", None), ("t", None)]
     task.reset()  # the turn aborted: nothing is forgotten
-    assert task.has_staged_to_delete() and task.store.get("timeline", keys[0]) is not None
-    task.delete_staged(2)
+    assert task.scan.has_staged_to_delete() and task.store.get("timeline", keys[0]) is not None
+    task.scan.delete_staged(2)
     task.committed({})
-    assert task.has_staged_to_delete()
-    task.delete_staged(10)
+    assert task.scan.has_staged_to_delete()
+    task.scan.delete_staged(10)
     task.committed({})
-    assert not task.has_staged_to_delete()
+    assert not task.scan.has_staged_to_delete()
     assert all(task.store.get("timeline", key) is None for key in keys)
-    assert [key for key, _ in task.due(DISPATCH, T)] == [added]
+    assert [key for key, _ in task.scan.due(DISPATCH, T)] == [added]
     task.store.close()
 
 
 def test_an_entry_rewritten_after_the_stage_commit_survives_its_local_delete(tmp_path):
     task, part, keys = staged_task(tmp_path, 3)
-    task.staged_sent(part)
-    assert task.next_due_ms(DISPATCH) is None
+    task.scan.staged_sent(part)
+    assert task.scan.next_due_ms(DISPATCH) is None
     rerun = entry("acme", "s2-rerun")
     put(task, keys[2], rerun)
     task.committed({})
-    assert task.next_due_ms(DISPATCH) == T
-    task.delete_staged(100)
+    assert task.scan.next_due_ms(DISPATCH) == T
+    task.scan.delete_staged(100)
     task.committed({})
-    assert [(key, raw) for key, raw in task.due(DISPATCH, T)] == [(keys[2], rerun)]
+    assert [(key, raw) for key, raw in task.scan.due(DISPATCH, T)] == [(keys[2], rerun)]
     task.store.close()
 
 
 def test_after_a_stage_commit_the_scan_starts_past_its_tombstones(tmp_path):
     task, part, keys = staged_task(tmp_path, 500)
-    task.staged_sent(part)
-    assert task._floor[DISPATCH] == keys[-1] + b"\x00"
-    assert task.next_due_ms(DISPATCH) is None
-    while task.has_staged_to_delete():
-        task.delete_staged(100)
+    task.scan.staged_sent(part)
+    assert task.scan.floor(DISPATCH) == keys[-1] + b"\x00"
+    assert task.scan.next_due_ms(DISPATCH) is None
+    while task.scan.has_staged_to_delete():
+        task.scan.delete_staged(100)
         task.committed({})
     assert list(task.store.keys_from("timeline", *instant_range(T))) == []
     task.store.close()
@@ -184,8 +181,8 @@ def test_after_a_stage_commit_the_scan_starts_past_its_tombstones(tmp_path):
 
 def test_a_dropped_stage_leaves_every_entry_in_the_timeline(tmp_path):
     task, part, keys = staged_task(tmp_path, 5)
-    task.stage_dropped()
-    assert [key for key, _ in task.due(DISPATCH, T)] == keys
+    task.scan.stage_dropped()
+    assert [key for key, _ in task.scan.due(DISPATCH, T)] == keys
     task.store.close()
 
 
@@ -202,14 +199,14 @@ def test_the_burst_chosen_is_the_earliest_ready_one_not_merely_the_next_instant(
 def test_an_entry_rewritten_before_the_stage_reached_it_is_sent_once(tmp_path):
     keys = [occurrence_key(DISPATCH, T, f"s{i:04d}", T) for i in range(3)]
     task = make_task(tmp_path, {key: entry("acme", f"s{i}") for i, key in enumerate(keys)})
-    assert task.next_due_ms(DISPATCH) == T
+    assert task.scan.next_due_ms(DISPATCH) == T
     part = StagedPartition(*instant_range(T))
-    assert len(task.stage(part, 1, lambda overlap, tenant: True)) == 1
+    assert len(task.scan.stage(part, 1, lambda overlap, tenant: True)) == 1
     newer = entry("acme", "s2-v2")
     put(task, keys[2], newer)  # a turn between two staging chunks
     task.committed({})
-    rest = task.stage(part, 10, lambda overlap, tenant: True)
+    rest = task.scan.stage(part, 10, lambda overlap, tenant: True)
     assert [e.schedule_id for e in rest] == ["s1", "s2-v2"], "the stage read the new version"
-    task.staged_sent(part)
-    assert list(task.due(DISPATCH, T)) == [], "the new version went with the stage, not again"
+    task.scan.staged_sent(part)
+    assert list(task.scan.due(DISPATCH, T)) == [], "the new version went with the stage, not again"
     task.store.close()

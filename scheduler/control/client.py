@@ -1,0 +1,348 @@
+"""Python client: produces schedule commands and waits for their results.
+
+Commands go to ``<prefix>.commands`` keyed by schedule_id through an idempotent
+producer with Java's partitioner; the result is read back from
+``<prefix>.command-results`` by command id. What can be checked locally (a bad
+cron, an unknown zone) is rejected before anything is sent.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from scheduler.wire.codec import Codec
+from scheduler.wire import vocabulary
+from scheduler.timing import instants
+from scheduler.control.errors import (Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable, ValidationError,
+                                      VersionConflict)
+from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.timing.spec_record import compile_spec
+from scheduler.kafka.clients import client_settings, connection
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.timing.fires import next_fires
+from scheduler.timing.spec import SpecError
+from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
+from scheduler.kafka.views import CompactedView, OccurrenceView, ScheduleView, watermarks
+
+Record = dict[str, Any]
+
+# librdkafka cannot tell a TLS listener spoken to in plaintext from a dead broker: say what to check.
+TRANSPORT_HINT = ("is the broker up, and does the listener expect the client's security.protocol? A SASL_SSL "
+                  "listener needs client_config with security.protocol=SASL_SSL, sasl.* and ssl.ca.location")
+MAX_PREVIEW = 1000
+OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
+# Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
+SPEC_DEFAULTS: Record = vocabulary.field_defaults("ScheduleSpec")
+SPEC_FIELDS = frozenset(vocabulary.field_names("ScheduleSpec"))
+
+
+class CommandTimeout(Unavailable):
+    def __init__(self, command_id: str) -> None:
+        super().__init__("TIMEOUT", f"no result for command {command_id} in time")
+
+
+ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
+    "INVALID_SPEC": ValidationError,
+    "UNKNOWN_ZONE": ValidationError,
+    "MALFORMED_RECORD": ValidationError,
+    "UNKNOWN_SCHEDULE": NotFound,
+    "UNKNOWN_OCCURRENCE": NotFound,
+    "UNKNOWN_TENANT": NotFound,
+    "VERSION_CONFLICT": VersionConflict,
+    "ALREADY_EXISTS": Conflict,
+    "INVALID_STATE": Conflict,
+    "QUOTA": QuotaExceeded,
+}
+
+
+def error_for(reason: str, message: str) -> SchedulerError:
+    """The typed error of a rejection reason; unknown reasons stay a plain SchedulerError."""
+    return ERRORS_BY_REASON.get(reason, SchedulerError)(reason, message)
+
+
+def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any) -> Record:
+    """A full ScheduleSpec record; unknown fields are an error, not silently ignored."""
+    unknown = set(fields) - SPEC_FIELDS
+    if unknown:
+        raise ValueError(f"unknown spec fields: {sorted(unknown)}")
+    return {**SPEC_DEFAULTS, **fields, "kind": kind.upper(), "expression": expression, "time_zone": time_zone}
+
+
+def validate_spec(spec: Record) -> None:
+    try:
+        compile_spec(spec)
+    except SpecError as exc:
+        reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
+        raise ValidationError(reason, f"{exc.field}: {exc.message}") from exc
+    except (OverflowError, ValueError) as exc:  # an instant outside the calendar's years 1..9999
+        raise ValidationError("INVALID_SPEC", str(exc)) from exc
+
+
+def with_anchor(spec: Record, now_ms: int) -> Record:
+    """A RATE spec without anchor_at_ms or start_at_ms counts its periods from now (to the second)."""
+    if spec.get("kind") == "RATE" and spec.get("anchor_at_ms") is None and spec.get("start_at_ms") is None:
+        return {**spec, "anchor_at_ms": now_ms - now_ms % 1000}
+    return spec
+
+
+def preview(spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None, fired_before: int = 0) -> list[int]:
+    """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
+    after = int(time.time() * 1000) if after_ms is None else after_ms
+    spec = with_anchor(spec, after)
+    validate_spec(spec)
+    if not 0 <= count <= MAX_PREVIEW:
+        raise ValidationError("INVALID_SPEC", f"count: must be between 0 and {MAX_PREVIEW}")
+    try:
+        fires = next_fires(compile_spec(spec), instants.to_datetime(after), count, fired_before)
+    except (OverflowError, ValueError) as exc:  # instants past the calendar's range (year 1..9999)
+        raise ValidationError("INVALID_SPEC", f"preview: {exc}") from exc
+    return [instants.to_ms(f.scheduled_for) for f in fires]
+
+
+def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: str | None) -> None:
+    if from_ms > to_ms:
+        raise ValidationError("INVALID_SPEC", "backfill: the range starts after it ends")
+    if to_ms > now_ms:
+        raise ValidationError("INVALID_SPEC", "backfill: the range must lie in the past")
+    if overlap_override is not None and overlap_override not in OVERLAP_POLICIES:
+        raise ValidationError("INVALID_SPEC", f"overlap_override: one of {sorted(OVERLAP_POLICIES)}")
+
+
+@dataclass
+class SchedulerClient:
+    """Thread-safe: any number of threads may call it (the HTTP API does)."""
+
+    bootstrap_servers: str
+    prefix: str = "sched"
+    timeout_s: float = 30.0
+    # librdkafka settings for every Kafka client of this client, e.g. SASL_SSL credentials and CA file.
+    client_config: Mapping[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        self.codec = Codec.default()
+        common = connection(self.bootstrap_servers, self.client_config)
+        topology = Topology.load()
+        self.commands_topic = topology.topic_name("commands", self.prefix)
+        self.results_topic = topology.topic_name("command-results", self.prefix)
+        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": 2,
+                                                          **PRODUCER_PARTITIONER_CONF}))
+        self.consumer = Consumer(client_settings(common, {"group.id": f"client-{uuid.uuid4()}",
+                                                          "enable.auto.commit": False,
+                                                          "isolation.level": "read_committed"}))
+        try:
+            partitions = self.consumer.list_topics(self.results_topic, timeout=10).topics[self.results_topic].partitions
+        except KafkaException as exc:
+            self.consumer.close()
+            raise Unavailable("UNAVAILABLE", f"cannot reach the cluster: {exc}; {TRANSPORT_HINT}") from exc
+        if not partitions:
+            self.consumer.close()
+            raise Unavailable("UNAVAILABLE", f"topic {self.results_topic} does not exist: "
+                              "run `scheduler topics ensure` (or start a scheduler) first")
+        # Concrete end offsets, not OFFSET_END: a result produced before the first fetch resolved
+        # a logical offset would otherwise be skipped.
+        ends = watermarks(self.consumer, self.results_topic, list(partitions))
+        self.consumer.assign([TopicPartition(self.results_topic, p, high) for p, (_, high) in ends.items()])
+        self._lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._outstanding: set[str] = set()
+        self._results: dict[str, Record] = {}
+        self._views: dict[str, CompactedView] = {}
+        self._reader = threading.Thread(target=self._read_results, name="client-results", daemon=True)
+        self._reader.start()
+
+    def close(self) -> None:
+        self.producer.flush(10)
+        self._stop.set()
+        self._reader.join(10)
+        self.consumer.close()
+        for view in self._views.values():
+            view.close()
+
+    def __enter__(self) -> "SchedulerClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- views ------------------------------------------------------------------
+
+    def schedule_view(self) -> ScheduleView:
+        """The client's view of `<prefix>.schedules`, opened on first use."""
+        with self._lock:
+            if "schedules" not in self._views:
+                self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec,
+                                                        self.client_config)
+            return self._views["schedules"]  # type: ignore[return-value]
+
+    def occurrence_view(self) -> OccurrenceView:
+        with self._lock:
+            if "occurrences" not in self._views:
+                self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec,
+                                                            self.client_config)
+            return self._views["occurrences"]  # type: ignore[return-value]
+
+    def _caught_up(self, view: CompactedView) -> None:
+        if not view.wait_caught_up(self.timeout_s):
+            raise Unavailable("TIMEOUT", f"view of {view.topic} did not catch up in {self.timeout_s:g}s")
+
+    def get(self, tenant: str, schedule_id: str) -> Record:
+        """The schedule's current state (read-your-writes: the view is caught up first)."""
+        view = self.schedule_view()
+        self._caught_up(view)
+        state = view.get(tenant, schedule_id)
+        if state is None:
+            raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
+        return state
+
+    def list(self, tenant: str, state: str | None = None) -> list[Record]:
+        view = self.schedule_view()
+        self._caught_up(view)
+        return view.list(tenant, state)
+
+    def occurrence(self, tenant: str, occurrence_id: str) -> Record:
+        view = self.occurrence_view()
+        self._caught_up(view)
+        status = view.get(tenant, occurrence_id)
+        if status is None:
+            raise NotFound("UNKNOWN_OCCURRENCE", f"occurrence {occurrence_id!r} does not exist")
+        return status
+
+    # -- commands ---------------------------------------------------------------
+
+    def send(self, command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
+             idempotency_key: str | None = None, expected_version: int | None = None,
+             occurrence_id: str | None = None, backfill_from_ms: int | None = None,
+             backfill_to_ms: int | None = None, overlap_override: str | None = None) -> str:
+        """Produce one command without waiting; returns its command id."""
+        if spec is not None:
+            validate_spec(spec)
+        command_id = str(uuid.uuid4())
+        command = {
+            "command_id": command_id, "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
+            "idempotency_key": idempotency_key, "expected_version": expected_version, "spec": spec,
+            "occurrence_id": occurrence_id, "issued_at_ms": int(time.time() * 1000),
+            "backfill_from_ms": backfill_from_ms, "backfill_to_ms": backfill_to_ms,
+            "overlap_override": overlap_override,
+        }
+        value = self.codec.encode("Command", command)
+        with self._cond:
+            self._outstanding.add(command_id)
+        self.producer.produce(self.commands_topic, value, schedule_id.encode())
+        self.producer.poll(0)
+        return command_id
+
+    def wait(self, command_ids: Iterable[str], timeout_s: float | None = None) -> dict[str, Record]:
+        """The results of `command_ids`, as the reader thread collects them."""
+        wanted = set(command_ids)
+        self.producer.flush(timeout_s or self.timeout_s)
+        deadline = time.monotonic() + (timeout_s or self.timeout_s)
+        with self._cond:
+            try:
+                while not wanted <= self._results.keys():
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise CommandTimeout(next(iter(wanted - self._results.keys())))
+                    self._cond.wait(left)
+                return {cid: self._results[cid] for cid in wanted}
+            finally:
+                self._outstanding -= wanted
+                for cid in wanted:
+                    self._results.pop(cid, None)
+
+    def _read_results(self) -> None:
+        """Keeps only the results of this client's outstanding commands (the topic carries everyone's)."""
+        while not self._stop.is_set():
+            first = self.consumer.poll(0.1)
+            if first is None:
+                continue
+            with self._cond:
+                for msg in [first, *self.consumer.consume(1000, timeout=0)]:
+                    if msg.error() is None and msg.value() is not None:
+                        result = self.codec.decode("CommandResult", msg.value())
+                        if result["command_id"] in self._outstanding:
+                            self._results[result["command_id"]] = result
+                self._cond.notify_all()
+
+    def _call(self, command_type: str, schedule_id: str, tenant: str, **kwargs: Any) -> Record:
+        command_id = self.send(command_type, schedule_id, tenant, **kwargs)
+        result = self.wait([command_id])[command_id]
+        if result["status"] != "ACCEPTED":
+            raise error_for(result["reason"] or "UNKNOWN", result["message"] or "")
+        return result
+
+    def create(self, tenant: str, spec: Record, *, schedule_id: str | None = None,
+               idempotency_key: str | None = None) -> Record:
+        """Without a schedule id, one is derived from the idempotency key, so a retried create is a no-op."""
+        _check_tenant(tenant)
+        if schedule_id is None:
+            key = idempotency_key or str(uuid.uuid4())
+            schedule_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))
+        spec = with_anchor(spec, int(time.time() * 1000))
+        return self._call("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
+
+    def update(self, tenant: str, schedule_id: str, spec: Record, expected_version: int | None = None, *,
+               dry_run: bool = False, count: int = PREVIEW_COUNT) -> Record:
+        """With dry_run nothing is sent: the next `count` fires before and after the change, side by side."""
+        spec = with_anchor(spec, int(time.time() * 1000))
+        if not dry_run:
+            return self._call("UPDATE", schedule_id, tenant, spec=spec, expected_version=expected_version)
+        validate_spec(spec)
+        current = self.get(tenant, schedule_id)
+        if expected_version is not None and expected_version != current["version"]:
+            raise VersionConflict("VERSION_CONFLICT", f"expected version {expected_version}, "
+                                  f"current version is {current['version']}")
+        return dry_run_diff(current, spec, int(time.time() * 1000), count)
+
+    def pause(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
+        return self._call("PAUSE", schedule_id, tenant, expected_version=expected_version)
+
+    def resume(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
+        return self._call("RESUME", schedule_id, tenant, expected_version=expected_version)
+
+    def cancel(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
+        return self._call("CANCEL", schedule_id, tenant, expected_version=expected_version)
+
+    def trigger_now(self, tenant: str, schedule_id: str) -> Record:
+        """Fire one occurrence now; the result's next_fires_ms holds its scheduled_for."""
+        return self._call("TRIGGER", schedule_id, tenant)
+
+    def rerun(self, tenant: str, occurrence_id: str, schedule_id: str | None = None) -> Record:
+        """Dispatch a finished or dead occurrence again under the same id; its schedule comes from the view."""
+        if schedule_id is None:
+            schedule_id = self.occurrence(tenant, occurrence_id)["schedule_id"]
+        return self._call("RERUN", schedule_id, tenant, occurrence_id=occurrence_id)
+
+    def backfill(self, tenant: str, schedule_id: str, from_ms: int, to_ms: int,
+                 overlap_override: str | None = None) -> Record:
+        """Replay the fires of [from_ms, to_ms] through the catch-up lane (at most wire.limits.MAX_BACKFILL)."""
+        validate_backfill(from_ms, to_ms, int(time.time() * 1000), overlap_override)
+        return self._call("BACKFILL", schedule_id, tenant, backfill_from_ms=from_ms, backfill_to_ms=to_ms,
+                          overlap_override=overlap_override)
+
+    def preview(self, spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None) -> list[int]:
+        return preview(spec, count, after_ms)
+
+
+def dry_run_diff(current: Record, spec: Record, now_ms: int, count: int = PREVIEW_COUNT) -> Record:
+    """What an UPDATE of `current` to `spec` would change, as the next fires before and after."""
+    fired = current["fired_count"]
+    return {
+        "schedule_id": current["schedule_id"], "version": current["version"], "state": current["state"],
+        "dry_run": True,
+        "before_ms": preview(current["spec"], count, now_ms, fired),
+        "after_ms": preview(spec, count, now_ms, fired),
+    }
+
+
+def _check_tenant(tenant: str) -> None:
+    try:
+        validate_name_part("tenant", tenant)
+    except InvalidNameError as exc:
+        raise ValidationError("MALFORMED_RECORD", f"tenant: {exc}") from exc

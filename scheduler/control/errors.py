@@ -1,0 +1,35 @@
+"""What the control plane raises: a command the scheduler rejected, or could not answer; `reason` is its code."""
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """A command the scheduler rejected (or could not answer); `reason` is its reason code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.message = message
+
+
+class ValidationError(SchedulerError):
+    """The request is invalid (spec, zone, names, ranges); found locally or by the engine."""
+
+
+class NotFound(SchedulerError):
+    """No such schedule or occurrence for this tenant (another tenant's is not found either)."""
+
+
+class Conflict(SchedulerError):
+    """The schedule's state forbids the change (it exists already, it is canceled, ...)."""
+
+
+class VersionConflict(Conflict):
+    """expected_version is not the schedule's current version."""
+
+
+class QuotaExceeded(SchedulerError):
+    """A tenant quota (e.g. max_active_schedules) refused the command."""
+
+
+class Unavailable(SchedulerError):
+    """The scheduler's topics are missing or the cluster cannot be reached."""

@@ -1,0 +1,98 @@
+"""`scheduler demo`: the whole system on this machine, with a demo tenant and a worker printing occurrences."""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import datetime, timedelta, timezone
+from types import FrameType
+
+from scheduler.config import Settings, state_home
+
+TENANT = "demo"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    demo = subparsers.add_parser("demo", help="run broker, scheduler, demo schedules and a printing worker")
+    demo.add_argument("--duration", type=float, default=0, help="stop after this many seconds (0: until Ctrl-C)")
+    demo.set_defaults(handler=_demo)
+
+
+def _bootstrap() -> str:
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        return os.environ["KAFKA_BOOTSTRAP_SERVERS"]
+    from scheduler.broker.local import LocalBroker
+
+    broker = LocalBroker(state_home() / "broker")
+    if not broker.is_running():
+        print("starting the local Kafka broker (first run downloads the jars)...", file=sys.stderr)
+        broker.start()
+    return broker.bootstrap
+
+
+def _schedules(now: datetime) -> list[tuple[str, dict]]:
+    from scheduler.control.client import make_spec
+
+    soon = (now + timedelta(seconds=15)).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    anchor_ms = int(now.timestamp()) * 1000
+    return [
+        ("heartbeat-5s", make_spec("rate", "every 5s", anchor_at_ms=anchor_ms, payload=b"ping")),
+        ("report-every-minute", make_spec("cron", "* * * * *", "Europe/London", priority="HIGH",
+                                          payload=b"build the report")),
+        ("one-shot-in-15s", make_spec("once", soon, payload=b"hello once")),
+        ("flexible-every-minute", make_spec("cron", "* * * * *", "America/New_York", priority="LOW",
+                                            flexible_window_ms=30_000, payload=b"spread me")),
+    ]
+
+
+def _print_occurrence(occurrence: object, ctx: object) -> None:
+    now = datetime.now(timezone.utc)
+    lag = (now - occurrence.scheduled_for).total_seconds()
+    print(f"{now:%H:%M:%S.%f}"[:-3] + f"  {occurrence.tenant}/{occurrence.schedule_id:<22} "
+          f"v{occurrence.schedule_version} attempt {occurrence.attempt} "
+          f"scheduled_for={occurrence.scheduled_for:%H:%M:%S} lag={lag:.2f}s payload={occurrence.payload!r}",
+          flush=True)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from scheduler.kafka.admin import ensure_topics
+    from scheduler.audit import demo_ledger
+    from scheduler.control.client import SchedulerClient
+    from scheduler.wire.topology import Topology
+    from scheduler.worker import Worker
+
+    bootstrap = _bootstrap()
+    settings = Settings.from_env()
+    ensure_topics(bootstrap, Topology.load(), settings.topic_prefix, tenants=[TENANT])
+    ledger = demo_ledger.start(bootstrap, settings.topic_prefix)
+    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
+    engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo", "--open-tenants",
+                               "--log-level", "WARNING"], env=env)
+    worker = Worker(bootstrap, settings.topic_prefix, TENANT, _print_occurrence)
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        worker.stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with SchedulerClient(bootstrap, settings.topic_prefix, timeout_s=60) as client:
+            for schedule_id, spec in _schedules(datetime.now(timezone.utc)):
+                result = client.create(TENANT, spec, schedule_id=schedule_id, idempotency_key=schedule_id)
+                fires = ", ".join(datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%H:%M:%S")
+                                  for ms in result["next_fires_ms"][:3])
+                print(f"schedule {schedule_id}: version {result['version']}, next fires {fires}", flush=True)
+        print(f"worker for tenant {TENANT!r} is printing occurrences (Ctrl-C to stop)...", flush=True)
+        if args.duration:
+            threading.Timer(args.duration, worker.stop).start()
+        worker.run()
+    finally:
+        engine.send_signal(signal.SIGTERM)
+        engine.wait(30)
+        print("scheduler stopped; the broker keeps running (`scheduler broker stop` stops it)", file=sys.stderr)
+        if ledger is not None:
+            demo_ledger.print_summary(ledger, TENANT)
+    return 0

@@ -1,0 +1,92 @@
+"""Commands of the partition's schedules: decoded and checked here, decided by the pure `commands.decide`,
+applied to the timeline, answered with one result each (manual ones are `manual_commands`)."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from scheduler.engine.commands import Decision, decide, result_record
+from scheduler.engine.manual_commands import MANUAL
+from scheduler.engine.occurrence_events import record_missed
+from scheduler.engine.occurrence_timeline import Timeline
+from scheduler.engine.task_context import Record
+from scheduler.timing.instants import to_datetime
+from scheduler.timing.misfire import resolve_misfire
+from scheduler.timing.spec import SpecError
+from scheduler.timing.spec_record import compile_spec
+from scheduler.wire.codec import DecodeError
+
+log = logging.getLogger(__name__)
+
+# Commands that only stop work are still taken for a tenant no longer registered (deleted with --force),
+# so its leftover schedules can be wound down; every other command of an unregistered tenant is refused.
+STOPPING = frozenset({"PAUSE", "CANCEL"})
+
+
+class Commands:
+    def __init__(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.ctx = timeline.ctx
+
+    def on_command(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
+        ctx = self.ctx
+        source = f"{ctx.topics.commands}/{ctx.partition}/{offset}"
+        try:
+            command = ctx.codec.decode("Command", value or b"")
+        except DecodeError as exc:
+            self._reject_malformed(key, f"undecodable command: {exc}", source, now_ms)
+            return
+        if key is None or key.decode(errors="replace") != command["schedule_id"]:
+            self._reject_malformed(key, "record key must equal the command's schedule_id", source, now_ms, command)
+            return
+        if command["type"] not in STOPPING and not ctx.tenants.registered(command["tenant"]):
+            ctx.result(key, result_record(command, "REJECTED", now_ms, reason="UNKNOWN_TENANT",
+                                          message=f"tenant {command['tenant']!r} is not registered"))
+            return
+        current = ctx.schedule(command["schedule_id"])
+        manual = MANUAL.get(command["type"])
+        if manual is not None:
+            ctx.result(key, manual(self.timeline, command, current, now_ms))
+            return
+        decision = decide(command, current, now_ms)
+        if decision.result is None:
+            ctx.save(decision.state)
+            if decision.reserve:
+                ctx.admission(decision.state, "RESERVE", now_ms)
+            return
+        if decision.state is not None and decision.result["status"] == "ACCEPTED":
+            try:
+                self._apply(current, decision, now_ms)
+            except SpecError as exc:  # only a stored spec that no longer compiles (tzdata change)
+                decision = Decision(result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
+                                                  message=f"{exc.field}: {exc.message}"))
+        ctx.result(key, decision.result)
+
+    def _reject_malformed(self, key: bytes | None, message: str, source: str, now_ms: int,
+                          command: Record | None = None) -> None:
+        base = command or {"schedule_id": (key or b"").decode(errors="replace")}
+        log.warning("rejected %s: %s", source, message)
+        self.ctx.result(key, result_record(base, "REJECTED", now_ms, reason="MALFORMED_RECORD", message=message,
+                                           source=source))
+
+    def _apply(self, current: Record | None, decision: Decision, now_ms: int) -> None:
+        ctx = self.ctx
+        state = decision.state
+        assert state is not None
+        if current is not None:
+            ctx.drop_wake(current)
+            if decision.drop_pending_as:
+                self.timeline.drop_pending(current, decision.drop_pending_as, now_ms)
+        if decision.skipped_while_paused_from_ms is not None:
+            skipped = resolve_misfire(compile_spec(state["spec"]),
+                                      to_datetime(decision.skipped_while_paused_from_ms - 1),
+                                      to_datetime(now_ms), timedelta(0), "SKIP", 0,
+                                      fired_before=state["fired_count"])
+            record_missed(ctx, state, skipped, "SKIPPED_PAUSED", "schedule was paused", now_ms)
+        if decision.release:
+            ctx.admission(state, "RELEASE", now_ms)
+        if decision.first_fire_after_ms is not None:
+            state = self.timeline.materialize(state, decision.first_fire_after_ms, now_ms)
+        else:
+            ctx.save(state)
+        ctx.publish(state)

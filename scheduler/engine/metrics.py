@@ -1,0 +1,298 @@
+"""Prometheus metrics of one scheduler process: the figures that prove (or break) the SLO.
+
+Observed per loop turn, not per record: the dispatched entries of a turn are grouped by due
+instant, so the lag histogram costs one update per distinct instant. What a turn selected is held
+until its transaction commits and dropped if it aborts, so the counters only count what workers
+can see. Each process has its own registry, served over HTTP by ``serve`` (`scheduler run
+--metrics-port`).
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter as PromCounter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, due_ms_of
+
+COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+LANES = {DISPATCH: "strict", CATCH_UP: "catch_up"}
+
+
+class WeightedHistogram:
+    """A histogram that takes one value observed `count` times in one call.
+
+    prometheus_client's Histogram only observes one value at a time; a burst of 20,000 entries due
+    at the same instant is one call here instead of 20,000.
+    """
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.bounds = tuple(sorted(buckets))
+        self._series: dict[tuple[str, ...], list[float]] = {}  # per label set: bucket counts..., +Inf, sum
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe_many(self, labels: tuple[str, ...], value: float, count: int) -> None:
+        index = bisect.bisect_left(self.bounds, value)
+        with self._lock:
+            series = self._series.get(labels)
+            if series is None:
+                series = self._series[labels] = [0.0] * (len(self.bounds) + 2)
+            series[index] += count
+            series[-1] += value * count
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+        with self._lock:
+            snapshot = {labels: list(series) for labels, series in self._series.items()}
+        for labels, series in snapshot.items():
+            cumulative, buckets = 0.0, []
+            for bound, n in zip((*self.bounds, float("inf")), series[:-1]):
+                cumulative += n
+                buckets.append((_bound_text(bound), cumulative))
+            family.add_metric(list(labels), buckets, series[-1])
+        yield family
+
+    def describe(self) -> Iterator[HistogramMetricFamily]:
+        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+
+def _bound_text(bound: float) -> str:
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+@dataclass
+class _Turn:
+    """What the open transaction dispatched and held back, applied when it commits."""
+
+    lags: Counter[tuple[str, int]] = field(default_factory=Counter)  # (lane, due_ms) -> entries
+    backlog: dict[int, int] = field(default_factory=dict)            # partition -> due entries left
+    held_back: Counter[str] = field(default_factory=Counter)         # tenant -> entries held by its limit
+
+
+class EngineMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else _process_registry()
+        r = self.registry
+        self.schedule_lag = WeightedHistogram(
+            "scheduler_schedule_lag_seconds",
+            "Time from an occurrence's due instant (available_at; scheduled_for for strict ones) to the "
+            "transaction that enqueued it",
+            ["lane"], LAG_BUCKETS, r)
+        self.dispatched = PromCounter("scheduler_occurrences_dispatched", "Occurrences enqueued (committed)",
+                                      ["lane"], registry=r)
+        self.due_backlog = Gauge(
+            "scheduler_due_backlog",
+            "Due entries not yet sent after the last turn (counted up to the dispatch budget per partition)",
+            ["partition"], registry=r)
+        self.oldest_overdue = Gauge("scheduler_oldest_overdue_seconds",
+                                    "Age of the oldest due entry not yet sent (0 when none is due)",
+                                    ["partition"], registry=r)
+        self.horizon_lag = Gauge(
+            "scheduler_horizon_materialization_lag_seconds",
+            "How far into the horizon the oldest unmaterialized fire lies (0 when the horizon is fully planned)",
+            ["partition"], registry=r)
+        self.occurrence_events = PromCounter(
+            "scheduler_occurrence_events",
+            "Occurrences the scheduler decided not to send, by event kind (missed, skipped, invalidated, ...)",
+            ["kind"], registry=r)
+        self.commit_latency = Histogram(
+            "scheduler_transaction_commit_seconds", "commit_transaction latency",
+            buckets=COMMIT_BUCKETS, registry=r)
+        self.dead = PromCounter("scheduler_occurrences_dead",
+                                "Occurrences sent to the tenant's dead letters after their last attempt",
+                                ["tenant"], registry=r)
+        self.transactions = PromCounter("scheduler_transactions", "Loop-turn transactions by outcome",
+                                        ["outcome"], registry=r)
+        self.held_back = PromCounter("scheduler_tenant_held_back",
+                                     "Due occurrences a tenant's trigger-rate limit held back for a later turn",
+                                     ["tenant"], registry=r)
+        self.concurrency_held_back = PromCounter(
+            "scheduler_tenant_concurrency_held_back",
+            "Due occurrences held back for a later turn because the tenant had no free running slot",
+            ["tenant"], registry=r)
+        self.staged_occurrences = PromCounter(
+            "scheduler_staged_occurrences",
+            "Strict occurrences of a burst produced ahead of their instant, by what became of the stage "
+            "(committed at the instant, or dropped: they then went the ordinary way)", ["outcome"], registry=r)
+        self.stage_commit_latency = Histogram(
+            "scheduler_stage_commit_seconds", "commit_transaction latency of a staged burst at its instant",
+            buckets=COMMIT_BUCKETS, registry=r)
+        self.restoring = Gauge("scheduler_partitions_restoring", "Partitions whose stores are being restored",
+                               registry=r)
+        self.restored_records = PromCounter("scheduler_restore_records", "Changelog records applied on restore",
+                                            ["store"], registry=r)
+        self.restore_held = Gauge(
+            "scheduler_restore_held_by_open_transaction_seconds",
+            "How long a partition's restore has been waiting at a transaction of a previous owner that is "
+            "still open (0 once it ended); past the bound the restore fails instead", ["changelog", "partition"],
+            registry=r)
+        self.restore_seconds = Histogram("scheduler_restore_seconds", "Time to restore one partition's stores",
+                                         buckets=(0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0), registry=r)
+        self.owned = Gauge("scheduler_owned_partitions", "Input partitions this process owns", registry=r)
+        self.ownership_changes = PromCounter("scheduler_partition_ownership_changes",
+                                             "Partitions assigned to or revoked from this process", ["change"],
+                                             registry=r)
+        self.standby_partitions = Gauge(
+            "scheduler_standby_partitions", "Partitions this process keeps warm copies of (scheduler run --standbys)",
+            registry=r)
+        self.standby_lag_records = Gauge(
+            "scheduler_standby_lag_records",
+            "Changelog offsets a standby copy is behind the ends of its partition's changelogs (summed over the "
+            "stores; a transaction marker counts one): about what a takeover would replay",
+            ["partition"], registry=r)
+        self.standby_records = PromCounter("scheduler_standby_records",
+                                           "Changelog records applied to standby copies", registry=r)
+        self._standbys: set[int] = set()  # partitions with a lag series
+        self._turn = _Turn()
+
+    # -- one transaction --------------------------------------------------------------
+
+    def selected(self, lane: bytes, now_ms: int, chosen: Iterable[tuple[Any, bytes, Any]],
+                 due_seen: dict[int, int], held_back: dict[str, int]) -> None:
+        """Record a selection of (dispatcher, timeline key, entry); `due_seen` is due entries found per partition."""
+        name = LANES[lane]
+        per_due: Counter[int] = Counter()
+        per_partition: Counter[int] = Counter()
+        for dispatcher, key, _ in chosen:
+            per_due[due_ms_of(key)] += 1
+            per_partition[dispatcher.partition] += 1
+        turn = self._turn
+        for due, n in per_due.items():
+            turn.lags[(name, due)] += n
+        if lane == DISPATCH:
+            for partition, seen in due_seen.items():
+                turn.backlog[partition] = seen - per_partition.get(partition, 0)
+        turn.held_back.update(held_back)
+
+    def committed(self, enqueued_ms: int, commit_seconds: float, events: Mapping[str, int],
+                  dead: Mapping[str, int] | None = None, concurrency_held: Mapping[str, int] | None = None) -> None:
+        """Count a committed turn; `events` is occurrences not sent per event kind; `dead` and
+        `concurrency_held` (held back by max_concurrency) are per tenant."""
+        turn, self._turn = self._turn, _Turn()
+        self.transactions.labels("committed").inc()
+        self.commit_latency.observe(commit_seconds)
+        for (lane, due_ms), n in turn.lags.items():
+            self.schedule_lag.observe_many((lane,), max(0, enqueued_ms - due_ms) / 1000, n)
+            self.dispatched.labels(lane).inc(n)
+        for partition, n in turn.backlog.items():
+            self.due_backlog.labels(str(partition)).set(n)
+        for tenant, n in turn.held_back.items():
+            self.held_back.labels(tenant).inc(n)
+        for kind, n in events.items():
+            self.occurrence_events.labels(kind).inc(n)
+        for tenant, n in (dead or {}).items():
+            self.dead.labels(tenant).inc(n)
+        for tenant, n in (concurrency_held or {}).items():
+            self.concurrency_held_back.labels(tenant).inc(n)
+
+    def staged(self, due_ms: int, visible_ms: int, count: int, commit_seconds: float) -> None:
+        """A staged burst's commit made `count` strict occurrences visible at `visible_ms`."""
+        self.staged_occurrences.labels("committed").inc(count)
+        self.stage_commit_latency.observe(commit_seconds)
+        self.schedule_lag.observe_many((LANES[DISPATCH],), max(0, visible_ms - due_ms) / 1000, count)
+        self.dispatched.labels(LANES[DISPATCH]).inc(count)
+
+    def stage_dropped(self, count: int) -> None:
+        self.staged_occurrences.labels("dropped").inc(count)
+
+    def aborted(self) -> None:
+        self._turn = _Turn()
+        self.transactions.labels("aborted").inc()
+
+    def partitions(self, now_ms: int, horizon_ms: int,
+                   readings: Iterable[tuple[int, int | None, int | None]]) -> None:
+        """Overdue age and horizon lag per (partition, next strict entry due, next fire not planned)."""
+        for partition, due, wake in readings:
+            label = str(partition)
+            self.oldest_overdue.labels(label).set(max(0, now_ms - due) / 1000 if due is not None else 0)
+            behind = max(0, now_ms + horizon_ms - wake) / 1000 if wake is not None else 0.0
+            self.horizon_lag.labels(label).set(behind)
+
+    # -- partition ownership --------------------------------------------------------------
+
+    @contextmanager
+    def restore(self) -> Iterator[None]:
+        self.restoring.inc()
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.restoring.dec()
+            self.restore_seconds.observe(time.monotonic() - started)
+
+    def restore_waiting(self, changelog: str, partition: int, seconds: float) -> None:
+        self.restore_held.labels(changelog, str(partition)).set(seconds)
+
+    def restored(self, applied: dict[str, int]) -> None:
+        for store, n in applied.items():
+            self.restored_records.labels(store).inc(n)
+
+    def assigned(self, partitions: Sequence[int], owned: int) -> None:
+        self._ownership("assigned", partitions, owned)
+
+    def revoked(self, partitions: Sequence[int], owned: int) -> None:
+        self._ownership("revoked", partitions, owned)
+        for partition in partitions:
+            for gauge in (self.due_backlog, self.oldest_overdue, self.horizon_lag):
+                try:
+                    gauge.remove(str(partition))
+                except KeyError:
+                    pass
+
+    def _ownership(self, change: str, partitions: Sequence[int], owned: int) -> None:
+        self.ownership_changes.labels(change).inc(len(partitions))
+        self.owned.set(owned)
+
+
+    # -- standby copies ------------------------------------------------------------------
+
+    def standby_lag(self, partition: int, behind: int) -> None:
+        self.standby_lag_records.labels(str(partition)).set(behind)
+        self._standbys.add(partition)
+        self.standby_partitions.set(len(self._standbys))
+
+    def standby_dropped(self, partition: int) -> None:
+        if partition in self._standbys:
+            self._standbys.discard(partition)
+            self.standby_lag_records.remove(str(partition))
+        self.standby_partitions.set(len(self._standbys))
+
+    def standby_applied(self, records: int) -> None:
+        self.standby_records.inc(records)
+
+
+def _process_registry() -> CollectorRegistry:
+    """A registry of our own (tests run several engines in one interpreter) plus process/GC/platform facts."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    GCCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    return registry
+
+
+def serve(port: int, registry: CollectorRegistry, addr: str = "0.0.0.0") -> Any:
+    """Serve /metrics on a daemon thread; returns the server (``shutdown()`` stops it)."""
+    server, _thread = start_http_server(port, addr=addr, registry=registry)
+    return server

@@ -1,0 +1,177 @@
+"""The partition's timeline of occurrences: planning fires into it (materialize, replan, complete), and
+enqueueing one ready-to-send occurrence with its changelog record."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from scheduler.engine import materialize, timeline_keys
+from scheduler.engine.attempts import lease_ms
+from scheduler.engine.occurrence_events import record_event, record_missed
+from scheduler.engine.task_context import Record, TaskContext
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, NO_DEADLINE, WAKE, LocalEntry
+from scheduler.timing.spec_record import compile_spec
+
+RANKS_KEPT = 100_000
+
+
+class Timeline:
+    def __init__(self, ctx: TaskContext, horizon_ms: int) -> None:
+        self.ctx = ctx
+        self.horizon_ms = horizon_ms
+        self._ranks: dict[tuple[bytes, int, str], int] = {}  # (lane, due, tenant) -> next rank given
+
+    # -- one occurrence --------------------------------------------------------------
+
+    def occurrence_record(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int,
+                          attempt: int, dst_rule: str | None, catch_up: bool, version: int) -> Record:
+        spec = state["spec"]
+        return {"occurrence_id": oid, "schedule_id": state["schedule_id"], "tenant": state["tenant"],
+                "schedule_version": version, "scheduled_for_ms": scheduled_for_ms,
+                "available_at_ms": available_at_ms, "priority": spec["priority"], "payload": spec["payload"],
+                "attempt": attempt, "dst_rule": dst_rule, "catch_up": catch_up, "lease_ms": lease_ms(state)}
+
+    def enqueue(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int, *, attempt: int,
+                dst_rule: str | None, catch_up: bool, version: int | None = None) -> Record:
+        """Put one ready-to-send occurrence in the timeline; returns its ref for the schedule's pending list."""
+        ctx = self.ctx
+        spec = state["spec"]
+        version = state["version"] if version is None else version
+        sid, tenant = state["schedule_id"], state["tenant"]
+        ctx.tenants_used.add(tenant)
+        topic = ctx.tenants.topic("occurrences", tenant, spec["priority"].lower())
+        lane = CATCH_UP if catch_up else DISPATCH
+        rank_of = (lane, available_at_ms, tenant)
+        rank = self._ranks.get(rank_of, 0)
+        self._ranks[rank_of] = rank + 1
+        key = timeline_keys.occurrence_key(lane, available_at_ms, sid, scheduled_for_ms, rank)
+        body = ctx.codec.encode("Occurrence", self.occurrence_record(
+            state, oid, scheduled_for_ms, available_at_ms, attempt, dst_rule, catch_up, version))
+        deadline = NO_DEADLINE if catch_up else available_at_ms + spec["max_lateness_ms"]
+        policy = spec["overlap_policy"]
+        ctx.txn.put("timeline", key, LocalEntry(tenant, sid, topic, oid, body, deadline, policy).pack())
+        ctx.timeline_changelog[key] = ctx.codec.encode("TimelineEntry", {
+            "schedule_id": sid, "tenant": tenant, "schedule_version": version, "occurrence_id": oid,
+            "scheduled_for_ms": scheduled_for_ms, "available_at_ms": available_at_ms,
+            "deadline_ms": None if catch_up else deadline, "overlap_policy": policy, "topic": topic,
+            "lane": "CATCH_UP" if catch_up else "STRICT", "occurrence": body,
+        })
+        return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms, "rank": rank}
+
+    def pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
+        sid = state["schedule_id"]
+        for ref in state.get("pending") or []:
+            for lane in (DISPATCH, CATCH_UP):
+                key = timeline_keys.occurrence_key(lane, ref["due_ms"], sid, ref["scheduled_for_ms"], ref["rank"])
+                if self.ctx.txn.get("timeline", key) is not None:
+                    yield ref, key
+
+    def drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
+        """The change wins over the old version's occurrences not yet sent, even those already due (their
+        partition was behind or failing over): each is reported, saying which it was."""
+        txn = self.ctx.txn
+        for ref, key in list(self.pending_keys(state)):
+            entry = LocalEntry.unpack(txn.get("timeline", key) or b"")
+            txn.delete("timeline", key)
+            overdue_ms = now_ms - ref["due_ms"]
+            if overdue_ms >= 0:
+                # SKIPPED_PAUSED is for fires due while paused; this one was due before the pause.
+                reported = "INVALIDATED" if kind == "SKIPPED_PAUSED" else kind
+                reason = (f"version {state['version']} superseded; due {overdue_ms} ms before the change was "
+                          "accepted, not yet dispatched")
+            else:
+                reported, reason = kind, f"version {state['version']} superseded"
+            record_event(self.ctx, state, reported, reason, now_ms, occurrence_id=entry.occurrence_id,
+                         scheduled_for_ms=ref["scheduled_for_ms"])
+
+    # -- planning ------------------------------------------------------------------------
+
+    def materialize(self, state: Record, cursor_ms: int, now_ms: int, recorded_until_ms: int | None = None) -> Record:
+        spec = compile_spec(state["spec"])
+        planned = materialize.plan(spec, state["spec"], state["schedule_id"], state["version"], cursor_ms,
+                                   state["fired_count"], now_ms, self.horizon_ms, recorded_until_ms)
+        if planned.misfire is not None:
+            record_missed(self.ctx, state, planned.misfire, "MISSED", "later than max_lateness (misfire policy)",
+                          now_ms)
+        for skipped in planned.excluded:
+            record_event(self.ctx, state, "EXCLUDED", "an EXDATE of the schedule's recurrence rule", now_ms,
+                         occurrence_id=skipped.occurrence_id, scheduled_for_ms=skipped.scheduled_for_ms)
+        pending = [ref for ref, _ in self.pending_keys(state)]
+        for occ in planned.occurrences:
+            pending.append(self.enqueue(state, occ.occurrence_id, occ.scheduled_for_ms, occ.available_at_ms,
+                                        attempt=1, dst_rule=occ.dst_rule, catch_up=occ.catch_up))
+        state = {**state, "pending": pending, "next_fire_ms": planned.next_fire_ms,
+                 "fired_count": planned.fired_count}
+        self.ctx.save(state)
+        return state
+
+    def replan_late(self, schedule_id: str, now_ms: int) -> None:
+        """A materialized entry missed its deadline (downtime, overload): its schedule's misfire policy decides.
+
+        The schedule's pending entries are taken back and every fire from the
+        oldest of them on is planned again; the occurrence ids are the same, so
+        entries that are still on time come back unchanged.
+        """
+        state = self.ctx.schedule(schedule_id)
+        if state is None:
+            return
+        pending = list(self.pending_keys(state))
+        if not pending:
+            return
+        for _, key in pending:
+            self.ctx.txn.delete("timeline", key)
+        self.ctx.drop_wake(state)
+        cursor_ms = min(ref["scheduled_for_ms"] for ref, _ in pending) - 1
+        # The earlier pass recorded EXDATE'd fires up to where it stopped: not again.
+        recorded_until_ms = (state["next_fire_ms"] - 1 if state.get("next_fire_ms") is not None
+                             else max(ref["scheduled_for_ms"] for ref, _ in pending))
+        state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
+        self.materialize(state, cursor_ms, now_ms, recorded_until_ms)
+
+    def materialize_due(self, now_ms: int, budget: int) -> int:
+        """Plan the schedules whose next fire enters the horizon, complete those with nothing left."""
+        if len(self._ranks) > RANKS_KEPT:  # ranks only matter while their instant is ahead
+            self._ranks = {k: v for k, v in self._ranks.items() if k[1] >= now_ms}
+        due = self._wakes_due(WAKE, now_ms + self.horizon_ms, budget) + self._wakes_due(END, now_ms, budget)
+        for key in due:
+            self.ctx.txn.delete("timeline", key)
+            state = self.ctx.schedule(timeline_keys.wake_schedule_id(key))
+            if state is None or timeline_keys.wake_key(state) != key:
+                continue
+            if state["next_fire_ms"] is None:
+                self._complete_if_done(state, now_ms)
+                continue
+            self.materialize(state, state["next_fire_ms"] - 1, now_ms)
+        return len(due)
+
+    def _wakes_due(self, lane: bytes, until_ms: int, budget: int) -> list[bytes]:
+        bound = timeline_keys.lane_bound(lane, until_ms)
+        due = []
+        for key in self.ctx.store.keys_from("timeline", lane, bound):
+            if len(due) >= budget:
+                break
+            if not self.ctx.txn.is_deleted("timeline", key):
+                due.append(key)
+        return due
+
+    def _complete_if_done(self, state: Record, now_ms: int) -> None:
+        """No fire left: once the last pending occurrence is gone the schedule is COMPLETED and frees its slot."""
+        pending = [ref for ref, _ in self.pending_keys(state)]
+        if pending:
+            self.ctx.save({**state, "pending": pending, "updated_at_ms": now_ms})
+            return
+        done = {**state, "state": "COMPLETED", "pending": [], "updated_at_ms": now_ms}
+        self.ctx.save(done)
+        self.ctx.admission(done, "RELEASE", now_ms)
+        self.ctx.publish(done)
+
+    def has_wake_due(self, now_ms: int) -> bool:
+        for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):
+            for _ in self.ctx.store.keys_from("timeline", lane, timeline_keys.lane_bound(lane, until_ms)):
+                return True
+        return False
+
+    def next_wake_ms(self) -> int | None:
+        """The earliest fire not yet planned (how far behind the horizon planning is)."""
+        for key in self.ctx.store.keys_from("timeline", WAKE, timeline_keys.lane_end(WAKE)):
+            return timeline_keys.due_ms_of(key)
+        return None

@@ -1,0 +1,127 @@
+"""What every handler of one partition's task works through: the open store transaction, the outbox with its
+one `emit`, and the schedule and occurrence state read and written in that transaction.
+
+A handler never talks to Kafka: it emits records, and the runtime produces the outbox and the changelog in one
+Kafka transaction and only then writes the store (quixstreams' order).
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.engine import timeline_keys
+from scheduler.engine.partition_store import PartitionStore, StoreTransaction
+from scheduler.wire.codec import Codec, DecodeError
+
+log = logging.getLogger(__name__)
+
+Record = dict[str, Any]
+Output = tuple[str, bytes | None, bytes | None, int | None]  # topic, key, value, partition
+
+
+@dataclass(frozen=True)
+class TaskTopics:
+    commands: str
+    attempts: str
+    admissions: str
+    admission_results: str
+    command_results: str
+    occurrence_events: str
+    changelogs: dict[str, str]  # store -> changelog topic
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    """The process's answers about tenants, which the tasks ask but do not own (quotas follow a topic)."""
+    topic: Callable[[str, str, str | None], str]       # (topic key, tenant, priority | None) -> topic name
+    registered: Callable[[str], bool]                   # in the registry (always True with --open-tenants)
+    max_active_schedules: Callable[[str], int]
+    max_concurrency: Callable[[str], int | None]        # None: unlimited
+    retry_allowed: Callable[[str, int], bool]           # (tenant, now_ms) -> within its retry budget
+
+
+class TaskContext:
+    def __init__(self, partition: int, store: PartitionStore, topics: TaskTopics, codec: Codec,
+                 tenants: TenantPolicy) -> None:
+        self.partition = partition
+        self.store = store
+        self.topics = topics
+        self.codec = codec
+        self.tenants = tenants
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the open transaction's work (after its commit, or on abort)."""
+        self.txn = StoreTransaction(self.store)
+        self.outbox: list[Output] = []
+        self.timeline_changelog: dict[bytes, bytes] = {}  # timeline key -> its changelog record (wire form)
+        self.tenants_used: set[str] = set()  # tenants whose topics this turn's records need
+        self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
+        self.dead_letters: Counter[str] = Counter()  # per tenant
+
+    # -- out --------------------------------------------------------------------------
+
+    def emit(self, topic: str, schema: str, key: bytes | None, record: Record, partition: int | None = None) -> None:
+        self.outbox.append((topic, key, self.codec.encode(schema, record), partition))
+
+    def emit_to_tenant(self, topic_key: str, tenant: str, schema: str, key: bytes, record: Record) -> None:
+        """To one of the tenant's own topics, which the runtime makes sure exist before the turn produces."""
+        self.tenants_used.add(tenant)
+        self.emit(self.tenants.topic(topic_key, tenant, None), schema, key, record)
+
+    def result(self, key: bytes | None, result: Record) -> None:
+        self.emit(self.topics.command_results, "CommandResult", key, result, self.partition)
+
+    def publish(self, state: Record) -> None:
+        """The tenant's own view of its schedules, which its workers follow."""
+        self.emit_to_tenant("schedule-view", state["tenant"], "ScheduleState", state["schedule_id"].encode(), state)
+
+    def admission(self, state: Record, kind: str, now_ms: int) -> None:
+        """Reserve or release one of the tenant's active-schedule slots (counted by the tenant's partition)."""
+        self.emit(self.topics.admissions, "AdmissionRequest", state["tenant"].encode(), {
+            "tenant": state["tenant"], "schedule_id": state["schedule_id"], "kind": kind, "requested_at_ms": now_ms})
+
+    def decode_input(self, schema: str, topic: str, key: bytes | None, value: bytes | None, offset: int,
+                     now_ms: int) -> Record | None:
+        """An input record that cannot be decoded is reported with its position, and processing goes on."""
+        try:
+            return self.codec.decode(schema, value or b"")
+        except DecodeError as exc:
+            source = f"{topic}/{self.partition}/{offset}"
+            log.warning("rejected %s: %s", source, exc)
+            self.emit(self.topics.occurrence_events, "OccurrenceEvent", key, {
+                "occurrence_id": None, "schedule_id": (key or b"").decode(errors="replace"), "tenant": "",
+                "schedule_version": 0, "scheduled_for_ms": None, "kind": "REJECTED_INPUT",
+                "reason": f"{source}: undecodable {schema}: {exc}", "range_first_ms": None, "range_last_ms": None,
+                "count": 1, "recorded_at_ms": now_ms}, self.partition)
+            self.event_counts["REJECTED_INPUT"] += 1
+            return None
+
+    # -- state --------------------------------------------------------------------------
+
+    def schedule(self, schedule_id: str) -> Record | None:
+        raw = self.txn.get("schedules", schedule_id.encode())
+        return self.codec.decode("ScheduleState", raw) if raw else None
+
+    def save(self, state: Record) -> None:
+        """Store the schedule and put its wake-up where `wake_key` says; a wake-up left behind by an
+        earlier state no longer matches the schedule and is dropped when it falls due."""
+        wake = timeline_keys.wake_key(state)
+        if wake is not None:
+            self.txn.put("timeline", wake, b"")
+        self.txn.put("schedules", state["schedule_id"].encode(), self.codec.encode("ScheduleState", state))
+
+    def drop_wake(self, state: Record) -> None:
+        wake = timeline_keys.wake_key(state)
+        if wake is not None:
+            self.txn.delete("timeline", wake)
+
+    def status(self, occurrence_id: str) -> Record | None:
+        raw = self.txn.get("occurrences", occurrence_id.encode())
+        return self.codec.decode("OccurrenceStatus", raw) if raw else None
+
+    def put_status(self, status: Record) -> None:
+        self.txn.put("occurrences", status["occurrence_id"].encode(), self.codec.encode("OccurrenceStatus", status))

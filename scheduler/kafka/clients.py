@@ -1,0 +1,72 @@
+"""What the project's Kafka clients share: the caller's own client settings (SASL credentials, TLS)
+and the broker's authorization refusals.
+
+librdkafka reports most refusals (a topic or group the principal has no ACL for) as ordinary,
+non-fatal errors and keeps trying, so a client missing an ACL would wait forever; the clients
+raise `NotAuthorized`, naming what was refused, instead.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+SCRAM_MECHANISM = "SCRAM-SHA-512"  # the SASL mechanism of the brokers we start and the clients we make
+
+AUTHORIZATION_FAILURES = frozenset({
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+})
+
+
+class NotAuthorized(RuntimeError):
+    """The broker's ACLs refuse the client's principal something it needs; retrying cannot help."""
+
+    def __init__(self, resource: str, error: KafkaError) -> None:
+        super().__init__(f"not authorized for {resource} ({error.name()}: {error.str()}); the client's principal "
+                         "needs an ACL for it (docs/control-plane.md, `scheduler tenants grant-worker`)")
+        self.resource = resource
+        self.code = error.code()
+
+
+@contextmanager
+def refused_as(resource: str) -> Iterator[None]:
+    """A KafkaException the broker's ACLs caused becomes NotAuthorized naming `resource`; others pass."""
+    try:
+        yield
+    except KafkaException as exc:
+        if exc.args[0].code() in AUTHORIZATION_FAILURES:
+            raise NotAuthorized(resource, exc.args[0]) from exc
+        raise
+
+
+def delivered_or_why(producer: Producer, topic: str, key: bytes, value: bytes | None, timeout_s: float) -> str | None:
+    """Produce one record and wait for it; None once delivered, else why not (for the caller's error)."""
+    failures: list[str] = []
+    producer.produce(topic, value, key, on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
+    if producer.flush(timeout_s) or failures:
+        return f"could not write to {topic}: {failures or 'timeout'}"
+    return None
+
+
+def connection(bootstrap: str, client_config: Mapping[str, str] | None) -> dict[str, str]:
+    """`bootstrap` plus the caller's settings; a different `bootstrap.servers` among them is a mistake,
+    not a choice between two clusters."""
+    conf = {"bootstrap.servers": bootstrap, **(client_config or {})}
+    if conf["bootstrap.servers"] != bootstrap:
+        raise ValueError(f"client settings name bootstrap.servers={conf['bootstrap.servers']!r}, "
+                         f"but the bootstrap address is {bootstrap!r}")
+    return conf
+
+
+def client_settings(client_config: Mapping[str, str], own: Mapping[str, object]) -> dict[str, object]:
+    """A client's `own` settings (what its guarantees rest on) over the caller's; a caller's setting
+    they would silently replace is refused. librdkafka's notice-level chatter stays out of the logs
+    unless the caller sets `log_level`."""
+    clash = sorted(client_config.keys() & own.keys())
+    if clash:
+        raise ValueError(f"client settings {clash} are set by the scheduler itself and cannot be given")
+    return {"log_level": 4, **client_config, **own}
