@@ -30,12 +30,12 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from burst import REPO, RESULTS, create_all, rfc3339, scrape
-from scheduler.admin import delete_prefixed_topics, ensure_topics
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import free_port
-from scheduler.client import SchedulerClient, make_spec
-from scheduler.codec import Codec
-from scheduler.partitioning import partition_for
-from scheduler.topology import Topology
+from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.wire.codec import Codec
+from scheduler.wire.partitioning import partition_for
+from scheduler.wire.topology import Topology
 
 TOPOLOGY = Topology.load()
 PARTITIONS = TOPOLOGY.schedule_partitions

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import Converter, changelog_converter
 from scheduler.engine.standby_placement import standby_partitions
-from scheduler.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 
