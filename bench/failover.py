@@ -157,7 +157,7 @@ def one_run(bootstrap: str, mode: str, idle: int, per_s: int) -> dict[str, float
             cpu_seed = sum(m.cpu_s() for m in members) - cpu0
             warm_s = wait_warm(survivor, len(victim.owned())) if mode == "standbys" else 0.0
             # The steady set is created at the rate the idle load measured, with room to spare.
-            lead_s = per_s * (BEFORE_S + AFTER_S) / (idle / seed_s if idle else 1000) * 1.5 + 10
+            lead_s = per_s * (BEFORE_S + AFTER_S) / (idle / seed_s if idle else 1000) * 3 + 20
             first_ms = (math.ceil(time.time() + lead_s)) * 1000
             expected = seed_steady(client, first_ms, per_s)
         moved = victim.owned()

@@ -60,16 +60,21 @@ def test_survivor_restores_only_the_tail_and_loses_nothing(kafka_bootstrap, uniq
     try:
         wait_for_split([a, b], TOPOLOGY.schedule_partitions)
         moved = a.owned_partitions()
-        kill_ms = (math.ceil(time.time()) + 25) * 1000
-        far_ms = kill_ms + 30 * 86_400_000
         expected = {}
-        with SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=120) as client:
+        with SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=300) as client:
+            started = time.monotonic()
+            far_ms = (math.ceil(time.time()) + 30 * 86_400) * 1000
             ids = [create(client, f"idle-{n:05d}", far_ms) for n in range(IDLE)]
+            assert {r["status"] for r in client.wait(ids, timeout_s=300).values()} == {"ACCEPTED"}
+            # The steady set's instants follow the rate just measured: a loaded machine gets a longer lead.
+            lead_s = STEADY_PER_S * STEADY_S / (IDLE / (time.monotonic() - started)) * 2 + 10
+            kill_ms = math.ceil(time.time() + lead_s) * 1000
+            ids = []
             for n in range(STEADY_PER_S * STEADY_S):
                 due_ms = kill_ms + 500 + n * 1000 // STEADY_PER_S
                 ids.append(create(client, f"steady-{n:05d}", due_ms))
                 expected[occurrence_id(f"steady-{n:05d}", 1, datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc))] = n
-            assert {r["status"] for r in client.wait(ids, timeout_s=120).values()} == {"ACCEPTED"}
+            assert {r["status"] for r in client.wait(ids, timeout_s=300).values()} == {"ACCEPTED"}
         wait_warm(port, moved, b)
         assert time.time() * 1000 < kill_ms, "loading and warming took longer than the lead time"
         time.sleep(max(0.0, kill_ms / 1000 - time.time()))
