@@ -40,11 +40,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="take commands for any tenant name, creating its topics on first sight, with the "
                           "engine's default quotas (development, the demo); by default a tenant must be "
                           "registered (`scheduler tenants register`) or its commands are rejected with UNKNOWN_TENANT")
+    run.add_argument("--standbys", type=_count, default=1, metavar="N",
+                     help="warm copies of each partition kept by other processes of the group, tailing its "
+                          "changelogs so a takeover replays only the tail (0: none; a lone process keeps none); "
+                          "see docs/decisions/0001-stream-runtime.md")
     run.add_argument("--client-config", type=Path, metavar="FILE",
                      help="librdkafka settings (key=value lines) for every client of the process, e.g. "
                           "security.protocol=SASL_SSL, sasl.* and ssl.ca.location (docs/operations.md)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -72,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         tenant_trigger_rates=rates,
         catch_up_rate_per_s=args.catch_up_rate,
         open_tenants=args.open_tenants,
+        standbys=args.standbys,
         client_config=read_client_config(args.client_config) if args.client_config else {},
     )
     process = SchedulerProcess(config)

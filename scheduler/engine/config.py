@@ -56,6 +56,9 @@ class EngineConfig:
     stage_rate_per_s: float = 50_000.0  # first guess (measured 39,000-83,000/s on 2 cores); each stage measures anew
     # Records a stage produces and flushes a second, until one has measured it: sets its produce window.
     stage_produce_rate_per_s: float = 250_000.0
+    # Warm copies of each partition kept by other processes (Kafka Streams' num.standby.replicas), placed by
+    # scheduler/engine/standby_placement.py; a lone process owns everything and keeps none. 0: no standbys.
+    standbys: int = 1
 
 
 def task_topics(topology: Topology, prefix: str) -> TaskTopics:

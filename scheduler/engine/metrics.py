@@ -167,6 +167,17 @@ class EngineMetrics:
         self.ownership_changes = PromCounter("scheduler_partition_ownership_changes",
                                              "Partitions assigned to or revoked from this process", ["change"],
                                              registry=r)
+        self.standby_partitions = Gauge(
+            "scheduler_standby_partitions", "Partitions this process keeps warm copies of (scheduler run --standbys)",
+            registry=r)
+        self.standby_lag_records = Gauge(
+            "scheduler_standby_lag_records",
+            "Changelog offsets a standby copy is behind the ends of its partition's changelogs (summed over the "
+            "stores; a transaction marker counts one): about what a takeover would replay",
+            ["partition"], registry=r)
+        self.standby_records = PromCounter("scheduler_standby_records",
+                                           "Changelog records applied to standby copies", registry=r)
+        self._standbys: set[int] = set()  # partitions with a lag series
         self._turn = _Turn()
 
     # -- one transaction --------------------------------------------------------------
@@ -273,6 +284,23 @@ class EngineMetrics:
     def _ownership(self, change: str, partitions: Sequence[int], owned: int) -> None:
         self.ownership_changes.labels(change).inc(len(partitions))
         self.owned.set(owned)
+
+
+    # -- standby copies ------------------------------------------------------------------
+
+    def standby_lag(self, partition: int, behind: int) -> None:
+        self.standby_lag_records.labels(str(partition)).set(behind)
+        self._standbys.add(partition)
+        self.standby_partitions.set(len(self._standbys))
+
+    def standby_dropped(self, partition: int) -> None:
+        if partition in self._standbys:
+            self._standbys.discard(partition)
+            self.standby_lag_records.remove(str(partition))
+        self.standby_partitions.set(len(self._standbys))
+
+    def standby_applied(self, records: int) -> None:
+        self.standby_records.inc(records)
 
 
 def _process_registry() -> CollectorRegistry:

@@ -173,11 +173,7 @@ class PartitionRestore:
             value = schedules[key] = msg.value()
             if value is None:
                 continue
-            headers = msg.headers()
-            if headers and headers[0][0] == WAKE_HEADER:
-                wake = headers[0][1] or b""
-            else:
-                wake = timeline_keys.wake_key(self.codec.decode("ScheduleState", value)) or b""
+            wake = schedule_wake(msg, self.codec)
             if wake:
                 timeline[wake] = b""
 
@@ -185,14 +181,7 @@ class PartitionRestore:
         timeline = changes.setdefault("timeline", {})
         for msg in records:
             value = msg.value()
-            if value is None:
-                timeline[msg.key()] = None
-                continue
-            entry = self.codec.decode("TimelineEntry", value)
-            deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
-            timeline[msg.key()] = LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"],
-                                             entry["occurrence_id"], entry["occurrence"], deadline,
-                                             entry["overlap_policy"]).pack()
+            timeline[msg.key()] = None if value is None else local_entry(value, self.codec)
 
     def _finish(self) -> None:
         self.store.write({}, {self.stores[t]: self.positions[t] for t in self.stores})
@@ -204,6 +193,34 @@ class PartitionRestore:
         if self.consumer is not None:
             self.consumer.close()
             self.consumer = None
+
+
+def schedule_wake(msg: Message, codec: Any) -> bytes:
+    """The wake-up key a schedules changelog record names (b"": none): from its header, or, for a record
+    written before the header existed, from its decoded value."""
+    headers = msg.headers()
+    if headers and headers[0][0] == WAKE_HEADER:
+        return headers[0][1] or b""
+    return timeline_keys.wake_key(codec.decode("ScheduleState", msg.value())) or b""
+
+
+def local_entry(value: bytes, codec: Any) -> bytes:
+    """A timeline changelog record (wire form) as the packed entry the local timeline stores."""
+    entry = codec.decode("TimelineEntry", value)
+    deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
+    return LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence_id"],
+                      entry["occurrence"], deadline, entry["overlap_policy"]).pack()
+
+
+def record_writes(name: str, msg: Message, codec: Any) -> Changes:
+    """What one record of store `name`'s changelog writes, record by record (the standbys tail with it)."""
+    key, value = msg.key(), msg.value()
+    if name == "schedules":
+        wake = schedule_wake(msg, codec) if value is not None else b""
+        return {"schedules": {key: value}, "timeline": {wake: b""} if wake else {}}
+    if name == "timeline":
+        return {"timeline": {key: None if value is None else local_entry(value, codec)}}
+    return {name: {key: value}}
 
 
 def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],

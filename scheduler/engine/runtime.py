@@ -21,12 +21,13 @@ from confluent_kafka.admin import AdminClient
 from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
-from scheduler.engine.assignment import Assignment, Standbys, instance_id_held
+from scheduler.engine.assignment import Assignment, instance_id_held
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.process_tenants import ProcessTenants
 from scheduler.engine.stager import StageRunner
+from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
@@ -44,7 +45,7 @@ INSTANCE_HELD_S = 60.0  # longest wait for the group to release this instance id
 
 class SchedulerProcess:
     def __init__(self, config: EngineConfig, clock: Callable[[], float] = time.time,
-                 metrics: EngineMetrics | None = None, standbys: Standbys | None = None) -> None:
+                 metrics: EngineMetrics | None = None) -> None:
         self.config = config
         self.clock = clock
         self.metrics = metrics if metrics is not None else EngineMetrics()
@@ -67,9 +68,13 @@ class SchedulerProcess:
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock)
+        group = self.topology.tasks["scheduler"].consumer_group(prefix)
+        self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
+                                 self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
         self.assignment = Assignment(
             [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results],
-            self.tasks, self.stages, self._open_store, self._begin_restore, self._make_task, self.metrics, standbys)
+            self.tasks, self.stages, self._open_store, self._begin_restore, self._make_task, self.metrics,
+            self.standbys)
 
     def stop(self) -> None:
         self._stop.set()
@@ -81,6 +86,7 @@ class SchedulerProcess:
         self.tenants.follow(self.codec, set(self.consumer.list_topics(timeout=10).topics))
         self.producer = TransactionalProducer(self._producer_conf)
         self._subscribe()
+        self.standbys.start()
         held_until = time.monotonic() + INSTANCE_HELD_S
         try:
             while not self._stop.is_set():
@@ -107,6 +113,7 @@ class SchedulerProcess:
 
     def _close(self) -> None:
         try:
+            self.standbys.close()
             self.stages.close()
             self.assignment.close()
             self.consumer.close()
