@@ -76,7 +76,7 @@ def first_cursor_ms(spec_record: Record, now_ms: int) -> int:
     fires, late; a cron or rate schedule starts with its next fire after now.
     """
     if spec_record["kind"] == "ONCE":
-        return now_ms - spec_record.get("max_lateness_ms", 0) - 1
+        return now_ms - spec_record["max_lateness_ms"] - 1
     return now_ms
 
 

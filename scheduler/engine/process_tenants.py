@@ -7,7 +7,7 @@ from typing import Any
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.task_context import TenantPolicy
-from scheduler.kafka.admin import ensure_tenant_topics
+from scheduler.kafka.admin import ensure_tenants_topics
 from scheduler.kafka.views import TenantView
 from scheduler.wire.topology import Topology
 
@@ -53,9 +53,10 @@ class ProcessTenants:
     def ensure_topics(self, tenants: set[str]) -> None:
         """Before a turn produces records for tenants: their topics, made once (an admin round trip each,
         made before the turn's first record, so no Kafka transaction waits on it)."""
-        for tenant in tenants - self.known:
-            ensure_tenant_topics(self.common, self.topology, self.config.prefix, tenant)
-            self.known.add(tenant)
+        missing = tenants - self.known
+        if missing:
+            ensure_tenants_topics(self.common, self.topology, self.config.prefix, sorted(missing))
+            self.known.update(missing)
 
     def quota(self, tenant: str, name: str) -> Any:
         found = self.view.get(tenant) if self.view is not None else None

@@ -275,8 +275,7 @@ class SchedulerProcess:
         producer = self.producer
         assert producer is not None
         produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
-        for task in self.tasks.values():
-            self.tenants.ensure_topics(task.ctx.tenants_used)
+        self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
         for task in self.tasks.values():
             for topic, key, value, partition in task.ctx.outbox:
                 if partition is None:

@@ -98,7 +98,19 @@ def ensure_tenant_topics(
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> EnsureReport:
     """Create or check one tenant's topics, e.g. when a tenant is registered."""
-    topics = topology.tenant_topics(prefix, tenant)
+    return ensure_tenants_topics(bootstrap, topology, prefix, [tenant], replication_factor, timeout)
+
+
+def ensure_tenants_topics(
+    bootstrap: str | Mapping[str, str],
+    topology: Topology,
+    prefix: str,
+    tenants: Iterable[str],
+    replication_factor: int = 1,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> EnsureReport:
+    """Several tenants' topics in one admin round trip (a burst of new tenants does not pay one each)."""
+    topics = [topic for tenant in tenants for topic in topology.tenant_topics(prefix, tenant)]
     return _ensure(admin_client(bootstrap), topics, replication_factor, timeout)
 
 

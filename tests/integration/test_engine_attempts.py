@@ -42,13 +42,19 @@ def wait_for(reader: TopicReader, schedule_id: str, count: int, timeout: float =
     return found
 
 
-def latest_status(bootstrap: str, prefix: str, occurrence_id: str) -> dict:
+def latest_status(bootstrap: str, prefix: str, occurrence_id: str, settled=lambda status: True,
+                  timeout_s: float = 30) -> dict:
+    """The occurrence's latest recorded status, read until `settled(status)` holds or the deadline passes."""
     reader = TopicReader(bootstrap, [TOPOLOGY.topic_name("occurrence-status-changelog", prefix)], "OccurrenceStatus")
+    deadline = time.monotonic() + timeout_s
     try:
-        reader.poll(2)
+        while True:
+            reader.poll(0.5)
+            states = [r.record for r in reader.received if r.record["occurrence_id"] == occurrence_id]
+            if (states and settled(states[-1])) or time.monotonic() > deadline:
+                break
     finally:
         reader.close()
-    states = [r.record for r in reader.received if r.record["occurrence_id"] == occurrence_id]
     assert states, f"no status recorded for {occurrence_id}"
     return states[-1]
 
@@ -68,8 +74,8 @@ def test_retryable_failures_are_retried_with_the_same_id_and_backoff_until_succe
     stamps = {r.record["attempt"]: r.timestamp_ms for r in occurrences.received
               if r.record["schedule_id"] == "flaky"}
     assert stamps[2] > stamps[1] and stamps[3] > stamps[2]
-    time.sleep(1)
-    status = latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"])
+    status = latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"],
+                           lambda status: status["state"] == "SUCCEEDED")
     assert status["state"] == "SUCCEEDED" and status["attempt"] == 3
     assert [e["kind"] for e in status["attempts"]] == ["STARTED", "FAILED"] * 2 + ["STARTED", "SUCCEEDED"]
 
@@ -108,8 +114,8 @@ def test_a_result_with_a_superseded_token_changes_nothing(env, kafka_bootstrap, 
     occurrences.poll(2)
     assert len(of(occurrences, "fenced")) == 1, "a stale token's failure triggered a retry"
     worker.send(first, "SUCCEEDED", "new-token")
-    time.sleep(1)
-    assert latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"])["state"] == "SUCCEEDED"
+    assert latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"],
+                         lambda status: status["state"] == "SUCCEEDED")["state"] == "SUCCEEDED"
 
 
 def every_second(**fields) -> dict:
@@ -170,5 +176,5 @@ def test_an_undecodable_attempt_event_is_reported_with_its_position_and_processi
         events.close()
     rejected = [e.record for e in found if e.record["kind"] == "REJECTED_INPUT"]
     assert len(rejected) == 1 and rejected[0]["reason"].startswith(f"{worker.topic}/")
-    time.sleep(1)
-    assert latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"])["state"] == "DEAD"
+    assert latest_status(kafka_bootstrap, unique_prefix, first["occurrence_id"],
+                         lambda status: status["state"] == "DEAD")["state"] == "DEAD"
