@@ -1,6 +1,7 @@
 """Session fixtures of the audit ledger: one PostgreSQL and one Kafka Connect worker per test
-session (started only if a test asks), and per test a ledger (schema, tables, sink connectors)
-for that test's topic prefix, removed afterwards.
+session (started only if a test asks); per test module that asks, a database of its own on that
+PostgreSQL (`postgres_dsn`); per test a ledger (schema, tables, sink connectors) for that test's
+topic prefix, removed afterwards.
 
 Where they come from: AUDIT_DATABASE_URL / KAFKA_CONNECT_URL when set, else the project's own
 LocalPostgres and LocalConnect, started against the session broker."""
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 
 from scheduler.audit import tables
 from scheduler.audit.connectors import Database, delete_connectors, ensure_connectors, render, wait_running
@@ -77,6 +80,20 @@ def audit_postgres() -> Iterator[str]:
         yield url
     finally:
         server.destroy()
+
+
+@pytest.fixture(scope="module")
+def postgres_dsn(audit_postgres: str) -> Iterator[str]:
+    """A database of the module's own on the session's PostgreSQL, for tests whose tables have fixed
+    names: no other module, and no earlier run on an external server, has left tables in it."""
+    name = f"kjs_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(audit_postgres, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield make_conninfo(audit_postgres, dbname=name)
+    finally:
+        with psycopg.connect(audit_postgres, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import psycopg
 
 from scheduler.audit import tables
 from scheduler.audit.connectors import ConnectorError, Database, ensure_connectors, render, wait_running
 from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
+from scheduler.cli_support import EXIT_BAD_INPUT, add_data_dir, external_instead, fail, print_ensure_rows
+from scheduler.cli_support import print_status, say
 from scheduler.config import Settings
 from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import LocalConnect
@@ -24,8 +24,7 @@ from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.wire.topology import Topology
 
 EXIT_DIFFERS = 1
-EXIT_ERROR = 2
-EXIT_NOT_RUNNING = 3
+EXIT_ERROR = EXIT_BAD_INPUT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -52,12 +51,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stop = actions.add_parser("stop", help="stop it")
     status = actions.add_parser("status", help="exit 0 if it runs, 3 if not")
     for parser, handler in ((start, _pg_start), (stop, _pg_stop), (status, _pg_status)):
-        parser.add_argument("--data-dir", type=Path, default=None, help=f"its cluster (default {default_data_dir()})")
+        add_data_dir(parser, "its cluster", default_data_dir())
         parser.set_defaults(handler=handler)
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def database_url() -> str:
@@ -94,14 +89,9 @@ def run_ensure(args: argparse.Namespace) -> int:
         if args.wait > 0 and not args.check:
             wait_running(rest, list(configs), args.wait)
     except (PostgresError, ConnectorError, ConnectRestError, psycopg.Error, ValueError, OSError) as error:
-        _say(f"scheduler audit ensure: {error}")
+        say(f"scheduler audit ensure: {error}")
         return EXIT_ERROR
-    for name in report.created:
-        print(f"created  table {name}")
-    for name in report.ok:
-        print(f"ok       table {name}")
-    for difference in report.differences:
-        print(f"DIFFERS  table {difference}")
+    print_ensure_rows(report.created, report.ok, report.differences, "table ")
     for name in connectors.created:
         print(f"{'MISSING ' if args.check else 'created '} connector {name}")
     for name in connectors.ok:
@@ -113,7 +103,7 @@ def run_ensure(args: argparse.Namespace) -> int:
           f"{len(connectors.drifted)} {'drifted' if args.check else 'updated'} "
           f"(prefix {prefix!r}, schema {tables.schema_name(prefix)!r}, connect {rest.url})")
     if report.differences:
-        _say("Tables that differ were left unchanged; fix them by hand (docs/audit.md).")
+        say("Tables that differ were left unchanged; fix them by hand (docs/audit.md).")
         return EXIT_DIFFERS
     if args.check and (connectors.created or connectors.drifted):
         return EXIT_DIFFERS
@@ -121,17 +111,14 @@ def run_ensure(args: argparse.Namespace) -> int:
 
 
 def _pg_start(args: argparse.Namespace) -> int:
-    if os.environ.get(tables.DATABASE_URL_ENV):
-        _say(f"{tables.DATABASE_URL_ENV} is set: the ledger uses that database; no local PostgreSQL started")
-        print(os.environ[tables.DATABASE_URL_ENV])
+    if external_instead(tables.DATABASE_URL_ENV, "the ledger uses that database; no local PostgreSQL started"):
         return 0
     try:
         server = LocalPostgres(args.data_dir or default_data_dir(), args.port)
         url = server.start()
     except (PostgresError, OSError) as error:
-        _say(f"scheduler audit postgres: error: {error}")
-        return EXIT_ERROR
-    _say(f"PostgreSQL runs from {server.data_dir}, log {server.log_file}; stop it with `scheduler audit postgres stop`")
+        return fail("scheduler audit postgres", error)
+    say(f"PostgreSQL runs from {server.data_dir}, log {server.log_file}; stop it with `scheduler audit postgres stop`")
     print(url, flush=True)
     return 0
 
@@ -148,21 +135,17 @@ def _with_server(args: argparse.Namespace, action: Callable[[LocalPostgres], int
     try:
         server = LocalPostgres(args.data_dir or default_data_dir())
     except PostgresError as error:
-        _say(f"scheduler audit postgres: error: {error}")
-        return EXIT_ERROR
+        return fail("scheduler audit postgres", error)
     return action(server)
 
 
 def _stop_server(server: LocalPostgres) -> int:
     was_running = server.is_running()
     server.stop()
-    _say("PostgreSQL stopped" if was_running else f"no PostgreSQL was running from {server.data_dir}")
+    say("PostgreSQL stopped" if was_running else f"no PostgreSQL was running from {server.data_dir}")
     return 0
 
 
 def _print_status(server: LocalPostgres) -> int:
-    if not server.is_running():
-        print(f"stopped (data dir {server.data_dir})")
-        return EXIT_NOT_RUNNING
-    print(f"running url={server.url} data_dir={server.data_dir}")
-    return 0
+    running = f"url={server.url} data_dir={server.data_dir}" if server.is_running() else None
+    return print_status(running, server.data_dir)

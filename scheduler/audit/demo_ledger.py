@@ -14,7 +14,6 @@ import psycopg
 from scheduler.audit import tables
 from scheduler.audit.connectors import ConnectorError, Database, ensure_connectors, render, wait_running
 from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
-from scheduler.broker.local import BrokerError
 from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import ConnectError, LocalConnect
 from scheduler.connect.local import default_data_dir as default_connect_dir
@@ -40,7 +39,7 @@ def start(bootstrap: str, prefix: str) -> DemoLedger | None:
         configs = render(prefix, Database.from_url(url), Topology.load())
         ensure_connectors(rest, configs)
         wait_running(rest, list(configs), 120)
-    except (PostgresError, ConnectError, BrokerError, ConnectorError, ConnectRestError, psycopg.Error) as error:
+    except (PostgresError, ConnectError, ConnectorError, ConnectRestError, psycopg.Error) as error:
         print(f"audit ledger not started, the demo runs without it: {error}", file=sys.stderr)
         return None
     print(f"audit ledger: {url} schema {tables.schema_name(prefix)!r}, Connect at {connect}", file=sys.stderr)

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from scheduler import config
-from scheduler.broker.local import HOST, check_port_free, free_port
+from scheduler.broker.ports import HOST, check_port_free, free_port
 
 SUPERUSER = "postgres"
 _PORT_FILE = "port"
@@ -89,7 +89,7 @@ class LocalPostgres:
         """initdb on first use, then start and wait until it accepts connections; returns `url`."""
         if self.is_running():
             return self.url
-        check_port_free(self.port, "--port")
+        check_port_free(self.port, "--port", PostgresError)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self._run_as:
             shutil.chown(self.data_dir, SUPERUSER, SUPERUSER)

@@ -4,15 +4,13 @@ Only the bootstrap address goes to stdout (so `$(scheduler broker start)` works)
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-from pathlib import Path
 
 from scheduler.broker.local import BrokerError, LocalBroker, default_data_dir
+from scheduler.cli_support import add_data_dir, add_stop_and_status, external_instead, fail, note_external
+from scheduler.cli_support import print_status, say, say_started
 
-EXIT_BAD_INPUT = 2
-EXIT_NOT_RUNNING = 3
+BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,40 +33,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     start.add_argument("--wipe", action="store_true", help="delete the broker's data before starting")
     start.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker (default 120)")
-    _add_data_dir(start)
+    add_data_dir(start, "broker state", default_data_dir())
     start.set_defaults(handler=_start)
 
-    stop = actions.add_parser("stop", help="stop the broker (controlled shutdown)")
+    stop = add_stop_and_status(actions, "broker", "stop the broker (controlled shutdown)", "broker state",
+                               default_data_dir(), (_stop, _status))
     stop.add_argument("--wipe", action="store_true", help="delete the broker's data after stopping")
-    stop.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (default 30)")
-    _add_data_dir(stop)
-    stop.set_defaults(handler=_stop)
-
-    status = actions.add_parser("status", help="exit 0 if the broker runs, 3 if not")
-    _add_data_dir(status)
-    status.set_defaults(handler=_status)
-
-
-def _add_data_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--data-dir", type=Path, default=None, help=f"broker state (default {default_data_dir()})"
-    )
-
-
-def _say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-def _fail(error: BrokerError) -> int:
-    _say(f"scheduler broker: error: {error}")
-    return EXIT_BAD_INPUT
 
 
 def _start(args: argparse.Namespace) -> int:
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        _say(f"KAFKA_BOOTSTRAP_SERVERS is set: using the cluster at {external}; no local broker started")
-        print(external)
+    if external_instead(BOOTSTRAP_ENV, "using the cluster at {}; no local broker started"):
         return 0
     data_dir = args.data_dir or default_data_dir()
     began = time.monotonic()
@@ -79,19 +53,14 @@ def _start(args: argparse.Namespace) -> int:
         was_running = broker.is_running()
         bootstrap = broker.start(timeout=args.timeout)
     except BrokerError as error:
-        return _fail(error)
-    if was_running:
-        _say(f"broker already running (pid {broker.pid()}), data in {broker.data_dir}")
-    else:
-        _say(
-            f"broker started in {time.monotonic() - began:.1f}s (pid {broker.pid()}), data in {broker.data_dir}, "
-            f"log {broker.log_file}; stop it with `scheduler broker stop`"
-        )
+        return fail("scheduler broker", error)
+    say_started("broker", was_running, began, broker.pid(), broker.data_dir,
+                f", data in {broker.data_dir}, log {broker.log_file}; stop it with `scheduler broker stop`")
     if broker.sasl_bootstrap is not None:
-        _say(f"SASL_PLAINTEXT (SCRAM-SHA-512, ACLs enforced) on {broker.sasl_bootstrap}: "
-             f"user admin, password in {broker.admin_password_file}")
+        say(f"SASL_PLAINTEXT (SCRAM-SHA-512, ACLs enforced) on {broker.sasl_bootstrap}: "
+            f"user admin, password in {broker.admin_password_file}")
     if broker.ssl_bootstrap is not None:
-        _say(f"SASL_SSL (SCRAM-SHA-512 over TLS) on {broker.ssl_bootstrap}: user admin, CA {broker.ca_file}")
+        say(f"SASL_SSL (SCRAM-SHA-512 over TLS) on {broker.ssl_bootstrap}: user admin, CA {broker.ca_file}")
     print(bootstrap, flush=True)
     return 0
 
@@ -103,22 +72,17 @@ def _stop(args: argparse.Namespace) -> int:
         if args.wipe:
             broker.wipe()
     except BrokerError as error:
-        return _fail(error)
-    _say("broker stopped" if was_running else f"no broker was running from {broker.data_dir}")
+        return fail("scheduler broker", error)
+    say("broker stopped" if was_running else f"no broker was running from {broker.data_dir}")
     if args.wipe:
-        _say(f"broker data in {broker.data_dir} deleted")
+        say(f"broker data in {broker.data_dir} deleted")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     broker = LocalBroker.from_data_dir(args.data_dir or default_data_dir())
-    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        _say(f"note: KAFKA_BOOTSTRAP_SERVERS is set, so the scheduler uses {external}, not the local broker")
+    note_external(BOOTSTRAP_ENV, "the scheduler uses {}, not the local broker")
     pid = broker.pid()
-    if pid is None:
-        print(f"stopped (data dir {broker.data_dir})")
-        return EXIT_NOT_RUNNING
     sasl = "" if broker.sasl_bootstrap is None else f" sasl_bootstrap={broker.sasl_bootstrap}"
-    print(f"running pid={pid} bootstrap={broker.bootstrap}{sasl} data_dir={broker.data_dir}")
-    return 0
+    running = f"pid={pid} bootstrap={broker.bootstrap}{sasl} data_dir={broker.data_dir}"
+    return print_status(None if pid is None else running, broker.data_dir)

@@ -3,16 +3,12 @@ itself, so development, tests and CI need neither Docker nor a preinstalled Kafk
 from __future__ import annotations
 
 import base64
-import errno
-import os
 import re
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
-import time
 import uuid
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -20,12 +16,23 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from scheduler import config
-from scheduler.kafka.clients import SCRAM_MECHANISM
+from scheduler.broker.jvm_process import (
+    KAFKA_VERSION,
+    LOG4J,
+    LOGS_DIR,
+    LocalJvm,
+    LocalProcessError,
+    java_executable,
+    read_properties,
+)
+from scheduler.broker.ports import HOST, accepts_connections, check_port_free
+from scheduler.broker.ports import free_port as free_port  # where the tests and benches take it from
+from scheduler.broker.server_properties import SUPER_USER, Listeners, server_settings
+from scheduler.broker.server_properties import single_node_settings as single_node_settings  # the test brokers'
 from scheduler.broker.tls import TlsFiles, ensure_tls_files, tls_files
 from scheduler.dev.maven_cache import MavenError, copy_dependencies
+from scheduler.kafka.clients import SCRAM_MECHANISM
 
-KAFKA_VERSION = "4.2.0"
-MIN_JAVA_MAJOR = 17
 # Bounded heap: the machine is shared, and a test broker needs little.
 JVM_OPTS = (
     "-Xmx2g",
@@ -36,91 +43,18 @@ JVM_OPTS = (
     "-Djava.awt.headless=true",
 )
 START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
-HOST = "127.0.0.1"
-SUPER_USER = "admin"
 
 # Files this module owns inside a data dir; `wipe` removes only these, never the dir's other content.
 _PROPERTIES = "server.properties"
 _CLUSTER_ID = "cluster.id"
 _PID = "broker.pid"
-_LOG4J = "log4j2.xml"
 _KRAFT_DIR = "kraft"
-_LOGS_DIR = "logs"
 _ADMIN_PASSWORD = "admin.password"
-_OWNED = (_PROPERTIES, _CLUSTER_ID, _PID, _LOG4J, _KRAFT_DIR, _LOGS_DIR, _ADMIN_PASSWORD)
+_OWNED = (_PROPERTIES, _CLUSTER_ID, _PID, LOG4J, _KRAFT_DIR, LOGS_DIR, _ADMIN_PASSWORD)
 
 
-class BrokerError(Exception):
+class BrokerError(LocalProcessError):
     """Bad input or a missing tool; the message says what to do about it."""
-
-
-def single_node_settings() -> dict[str, str]:
-    """Broker settings that make transactions, compaction and share groups work on one node.
-
-    Shared with the testcontainers fallback so both test brokers behave alike."""
-    return {
-        "num.partitions": "1",
-        "default.replication.factor": "1",
-        "min.insync.replicas": "1",
-        "auto.create.topics.enable": "false",
-        "offsets.topic.replication.factor": "1",
-        "offsets.topic.num.partitions": "4",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "transaction.state.log.num.partitions": "4",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
-        "share.coordinator.state.topic.num.partitions": "4",
-        "group.initial.rebalance.delay.ms": "0",
-        # Workers may detect a dead member faster than Kafka's 6 s floor: a retry after a lost lease
-        # lands on the dead worker's partition, read again only once the group has noticed.
-        "group.min.session.timeout.ms": "1000",
-        # After a crash the restarted node may re-register only once its old session expired (default 9 s).
-        "broker.session.timeout.ms": "4000",
-        # The scheduler's group uses the KIP-848 protocol, whose member session and heartbeat are set here, not
-        # by the client: 6 s as the classic groups' session (the failover budget), heartbeats every second.
-        "group.consumer.session.timeout.ms": "6000",
-        "group.consumer.min.session.timeout.ms": "1000",
-        "group.consumer.heartbeat.interval.ms": "1000",
-        "group.consumer.min.heartbeat.interval.ms": "500",
-        "broker.heartbeat.interval.ms": "1000",
-        "log.cleaner.backoff.ms": "1000",
-        "log.cleaner.threads": "1",
-        "log.cleaner.dedupe.buffer.size": str(32 * 1024 * 1024),
-        # Index files of 1 MiB, not 10: each is preallocated sparse and memory-mapped, and its first write
-        # faults in up to the disk's read-ahead of zeroed pages (docs/decisions/0003-index-file-size.md).
-        "log.index.size.max.bytes": str(1024 * 1024),
-    }
-
-
-def sasl_settings() -> dict[str, str]:
-    """SCRAM on the SASL_PLAINTEXT listener, and ACLs enforced on every listener.
-
-    The PLAINTEXT and CONTROLLER listeners (bound to 127.0.0.1) authenticate nobody, so their
-    principal User:ANONYMOUS is a super user: the scheduler, the control plane and the broker's own
-    controller traffic are trusted local services. Tenants' workers connect through SASL, where
-    their ACLs apply; `SUPER_USER` is the operator's identity on that listener."""
-    return {
-        "sasl.enabled.mechanisms": SCRAM_MECHANISM,
-        f"listener.name.sasl_plaintext.{SCRAM_MECHANISM.lower()}.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "allow.everyone.if.no.acl.found": "false",
-        "super.users": f"User:{SUPER_USER};User:ANONYMOUS",
-    }
-
-
-def ssl_settings(tls: TlsFiles) -> dict[str, str]:
-    """The SASL_SSL listener: SCRAM as on SASL_PLAINTEXT, inside TLS with the keytool-made keystore."""
-    listener = "listener.name.sasl_ssl."
-    return {
-        f"{listener}{SCRAM_MECHANISM.lower()}.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-        f"{listener}ssl.keystore.location": str(tls.keystore),
-        f"{listener}ssl.keystore.type": "PKCS12",
-        f"{listener}ssl.keystore.password": tls.password,
-        f"{listener}ssl.key.password": tls.password,
-    }
 
 
 def kafka_home() -> Path:
@@ -129,38 +63,6 @@ def kafka_home() -> Path:
 
 def default_data_dir() -> Path:
     return config.state_home() / "broker"
-
-
-def _require_tool(name: str, hint: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        raise BrokerError(f"`{name}` was not found on PATH: {hint}")
-    return path
-
-
-def java_executable() -> str:
-    """The `java` on PATH, checked to be new enough for Kafka 4 before anything is downloaded."""
-    java = _require_tool(
-        "java",
-        f"install a Java runtime {MIN_JAVA_MAJOR} or newer "
-        "(e.g. `apt-get install openjdk-17-jre-headless`) and put its bin directory on PATH",
-    )
-    major = _java_major_version(java)
-    if major < MIN_JAVA_MAJOR:
-        raise BrokerError(
-            f"{java} is Java {major}; Kafka {KAFKA_VERSION} needs Java {MIN_JAVA_MAJOR} or newer: "
-            f"install it (e.g. `apt-get install openjdk-17-jre-headless`) and put it first on PATH"
-        )
-    return java
-
-
-def _java_major_version(java: str) -> int:
-    result = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
-    match = re.search(r'version "(\d+)(?:\.(\d+))?', result.stderr + result.stdout)
-    if match is None:
-        raise BrokerError(f"could not tell which Java {java} is: {(result.stderr or result.stdout).strip()}")
-    major, minor = int(match.group(1)), int(match.group(2) or 0)
-    return minor if major == 1 else major  # "1.8.0" is Java 8
 
 
 def _pom_text() -> bytes:
@@ -175,30 +77,6 @@ def ensure_jars() -> Path:
         raise BrokerError(str(error)) from error
 
 
-def check_port_free(port: int, flag: str) -> None:
-    """Fail before launching Java, whose own bind error would only show up in a log file."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        # Same option the JVM sets, so connections lingering in TIME_WAIT do not count as taken.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise BrokerError(f"cannot use {HOST}:{port} ({exc.strerror}); choose another with {flag} N") from exc
-            raise BrokerError(
-                f"port {port} on {HOST} is already in use: stop whatever listens there "
-                f"(`ss -ltnp 'sport = :{port}'` shows it; a broker from another data dir stops with "
-                f"`scheduler broker stop --data-dir DIR`), or choose another port with {flag} N"
-            ) from exc
-
-
-def free_port() -> int:
-    """A port nobody listens on right now, for brokers that must not collide (tests, demos)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
 def new_cluster_id() -> str:
     """Kafka's cluster id format: 16 random bytes, URL-safe base64 without padding, not starting with '-'."""
     while True:
@@ -207,7 +85,7 @@ def new_cluster_id() -> str:
             return text
 
 
-class LocalBroker:
+class LocalBroker(LocalJvm):
     """One broker+controller JVM whose state (KRaft logs, pid, logs) lives in `data_dir`.
 
     With `sasl_port`, it also listens for SASL_PLAINTEXT (SCRAM-SHA-512) there and enforces ACLs
@@ -215,11 +93,19 @@ class LocalBroker:
     With `ssl_port`, the same SCRAM authentication over TLS (SASL_SSL), with a certificate made by
     keytool at the first start (scheduler.broker.tls): clients trust `ca_file`."""
 
+    error = BrokerError
+    command = "scheduler broker"
+    properties_name = _PROPERTIES
+    pid_name = _PID
+    log_name = "server.log"
+    main_class = "kafka.Kafka"
+    jvm_opts = JVM_OPTS
+
     def __init__(
         self, data_dir: Path, port: int = 9092, controller_port: int | None = None, sasl_port: int | None = None,
         ssl_port: int | None = None,
     ) -> None:
-        self.data_dir = Path(data_dir).resolve()
+        super().__init__(data_dir)
         self.port = port
         self.controller_port = controller_port if controller_port is not None else port + 1
         self.sasl_port = sasl_port
@@ -233,7 +119,6 @@ class LocalBroker:
             raise BrokerError("--port and --controller-port must differ")
         if self.sasl_port in (self.port, self.controller_port):
             raise BrokerError("--sasl-port must differ from --port and --controller-port")
-        self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def from_data_dir(cls, data_dir: Path) -> LocalBroker:
@@ -281,30 +166,6 @@ class LocalBroker:
                 f"{self.data_dir} was not formatted with a SASL listener: start it with --sasl-port N --wipe"
             ) from None
 
-    @property
-    def log_file(self) -> Path:
-        return self.data_dir / _LOGS_DIR / "server.log"
-
-    @property
-    def console_file(self) -> Path:
-        return self.data_dir / _LOGS_DIR / "console.log"
-
-    @property
-    def _pid_file(self) -> Path:
-        return self.data_dir / _PID
-
-    @property
-    def _properties_file(self) -> Path:
-        return self.data_dir / _PROPERTIES
-
-    def pid(self) -> int | None:
-        """The pid of this data dir's running broker, or None (a stale pid file does not count)."""
-        pid = read_pid_file(self._pid_file)
-        return pid if pid is not None and self._alive(pid) else None
-
-    def is_running(self) -> bool:
-        return self.pid() is not None
-
     def start(self, timeout: float = START_TIMEOUT_S) -> str:
         """Start in the background and return the bootstrap address once metadata requests succeed."""
         running = self.pid()
@@ -318,46 +179,18 @@ class LocalBroker:
                     f"stop it first with `scheduler broker stop --data-dir {self.data_dir}`"
                 )
             return self.bootstrap
-        check_port_free(self.port, "--port")
-        check_port_free(self.controller_port, "--controller-port")
-        if self.sasl_port is not None:
-            check_port_free(self.sasl_port, "--sasl-port")
-        if self.ssl_port is not None:
-            check_port_free(self.ssl_port, "--ssl-port")
-        java = java_executable()
+        for flag, port in (("--port", self.port), ("--controller-port", self.controller_port),
+                           ("--sasl-port", self.sasl_port), ("--ssl-port", self.ssl_port)):
+            if port is not None:
+                check_port_free(port, flag, BrokerError)
+        java = java_executable(BrokerError)
         libs = ensure_jars()
         self._check_formatted_data_fits()
         self._write_config(ensure_tls_files(self.data_dir, java) if self.ssl_port is not None else None)
         self._format_storage(java, libs)
         self._launch(java, libs)
-        self._wait_ready(timeout)
+        self._wait_ready("broker", timeout, self._ready_probe(), 0.2)
         return self.bootstrap
-
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> bool:
-        """SIGTERM for a controlled shutdown, SIGKILL if it takes longer than `timeout`.
-
-        Returns whether a broker was running."""
-        pid = self.pid()
-        if pid is None:
-            self._forget()
-            return False
-        os.kill(pid, signal.SIGTERM)
-        if not self._wait_exit(pid, timeout):
-            os.kill(pid, signal.SIGKILL)
-            self._wait_exit(pid, 10.0)
-        self._forget()
-        return True
-
-    def kill(self) -> bool:
-        """SIGKILL, as in a crash: no controlled shutdown, so recovery runs on the next start."""
-        pid = self.pid()
-        if pid is None:
-            self._forget()
-            return False
-        os.kill(pid, signal.SIGKILL)
-        self._wait_exit(pid, 10.0)
-        self._forget()
-        return True
 
     def restart(self, timeout: float = START_TIMEOUT_S) -> str:
         self.stop()
@@ -373,23 +206,6 @@ class LocalBroker:
                 shutil.rmtree(path)
             else:
                 path.unlink(missing_ok=True)
-
-    def _alive(self, pid: int) -> bool:
-        if self._process is not None and self._process.pid == pid:
-            return self._process.poll() is None
-        return jvm_alive(pid, self._properties_file)
-
-    def _wait_exit(self, pid: int, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self._alive(pid):
-                return True
-            time.sleep(0.1)
-        return not self._alive(pid)
-
-    def _forget(self) -> None:
-        self._pid_file.unlink(missing_ok=True)
-        self._process = None
 
     def _check_formatted_data_fits(self) -> None:
         """The formatted KRaft log records the controller's endpoint (so it cannot move silently) and
@@ -409,45 +225,19 @@ class LocalBroker:
             )
 
     def _write_config(self, tls: TlsFiles | None) -> None:
-        (self.data_dir / _LOGS_DIR).mkdir(parents=True, exist_ok=True)
-        (self.data_dir / _LOG4J).write_bytes((resources.files(__package__) / "log4j2.xml").read_bytes())
+        self.data_dir.mkdir(parents=True, exist_ok=True)
         cluster_id_file = self.data_dir / _CLUSTER_ID
         if not cluster_id_file.exists():
             cluster_id_file.write_text(new_cluster_id() + "\n")
-        kraft = self.data_dir / _KRAFT_DIR
-        ports = {"PLAINTEXT": self.port, "CONTROLLER": self.controller_port}
-        protocols = {"CONTROLLER": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT"}
-        if self.sasl_port is not None:
-            ports["SASL_PLAINTEXT"] = self.sasl_port
-            protocols["SASL_PLAINTEXT"] = "SASL_PLAINTEXT"
-        if self.ssl_port is not None:
-            ports["SASL_SSL"] = self.ssl_port
-            protocols["SASL_SSL"] = "SASL_SSL"
-        listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in ports.items())
-        settings = {
-            "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"{HOST}:{self.controller_port}",
-            "listeners": listeners,
-            "advertised.listeners": listeners,
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": ",".join(f"{name}:{kind}" for name, kind in protocols.items()),
-            "log.dirs": str(kraft),
-            "metadata.log.dir": str(kraft),
-            **single_node_settings(),
-            **(sasl_settings() if self._scram else {}),
-            **(ssl_settings(tls) if tls is not None else {}),
-        }
-        text = "".join(f"{key}={value}\n" for key, value in settings.items())
-        self._properties_file.write_text("# written by `scheduler broker start`; edits are overwritten\n" + text)
+        ports = Listeners(self.port, self.controller_port, self.sasl_port, self.ssl_port)
+        self._write_properties((resources.files(__package__) / LOG4J).read_bytes(),
+                               server_settings(ports, self.data_dir / _KRAFT_DIR, tls))
 
     def _format_storage(self, java: str, libs: Path) -> None:
         if (self.data_dir / _KRAFT_DIR / "meta.properties").exists():
             return  # formatted before; skipping saves a JVM start
         cluster_id = (self.data_dir / _CLUSTER_ID).read_text().strip()
-        command = [java, "-Xmx256m", "-cp", f"{libs}/*", f"-Dlog4j2.configurationFile={self.data_dir / _LOG4J}",
-                   f"-Dkafka.logs.dir={self.data_dir / _LOGS_DIR}", "kafka.tools.StorageTool", "format",
+        command = [java, "-Xmx256m", "-cp", f"{libs}/*", *self._java_logging(), "kafka.tools.StorageTool", "format",
                    "-t", cluster_id, "-c", str(self._properties_file), "--standalone", "--ignore-formatted"]
         if self._scram:
             # The first SASL client needs a credential before any ACL exists: it goes into the metadata log.
@@ -467,97 +257,18 @@ class LocalBroker:
         self.admin_password_file.write_text(password + "\n")
         return password
 
-    def _launch(self, java: str, libs: Path) -> None:
-        command = [
-            java,
-            *JVM_OPTS,
-            f"-Dlog4j2.configurationFile={self.data_dir / _LOG4J}",
-            f"-Dkafka.logs.dir={self.data_dir / _LOGS_DIR}",
-            "-cp",
-            f"{libs}/*",
-            "kafka.Kafka",
-            str(self._properties_file),
-        ]
-        with open(self.console_file, "ab") as console:
-            self._process = subprocess.Popen(
-                command,
-                cwd=self.data_dir,
-                stdin=subprocess.DEVNULL,
-                stdout=console,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # survives the terminal or CLI process that started it
-            )
-        self._pid_file.write_text(f"{self._process.pid}\n")
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
+    def _ready_probe(self) -> Callable[[], bool]:
+        """Metadata answered; the admin client is made only once the port accepts connections, so a
+        broker still starting does not fill stderr with librdkafka's connection-refused lines."""
         admin: AdminClient | None = None
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                code = self._process.returncode
-                self._forget()
-                raise BrokerError(
-                    f"the broker exited during startup with code {code}; "
-                    f"last lines of {self.console_file} and {self.log_file}:\n{self._log_tail()}"
-                )
+
+        def ready() -> bool:
+            nonlocal admin
             if admin is None and accepts_connections(self.port):
                 admin = AdminClient({"bootstrap.servers": self.bootstrap})
-            if admin is not None and _answers_metadata(admin):
-                return
-            time.sleep(0.2)
-        self.kill()
-        raise BrokerError(
-            f"the broker did not answer within {timeout:.0f}s and was killed; "
-            f"see {self.console_file} and {self.log_file}:\n{self._log_tail()}"
-        )
+            return admin is not None and _answers_metadata(admin)
 
-    def _log_tail(self, lines: int = 15) -> str:
-        return log_tail((self.console_file, self.log_file), lines)
-
-
-def read_pid_file(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
-        return None
-
-
-def log_tail(paths: tuple[Path, ...], lines: int = 15) -> str:
-    """The last `lines` of each file that exists, for error messages about a process that died."""
-    chunks: list[str] = []
-    for path in paths:
-        if path.exists():
-            chunks.extend(path.read_text(errors="replace").splitlines()[-lines:])
-    return "\n".join(chunks)
-
-
-def jvm_alive(pid: int, config_file: Path) -> bool:
-    """Whether `pid` is still the JVM started with `config_file` on its command line."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    proc = Path("/proc") / str(pid)
-    try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        threads = len(list((proc / "task").iterdir()))
-        cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-    except (FileNotFoundError, IndexError):
-        return True  # no procfs to inspect: trust the signal probe
-    # The JVM's first thread exits early and shows as a zombie while the other threads still run,
-    # so only a zombie with no other threads has exited. A recycled pid belongs to another program.
-    exited = state == "Z" and threads <= 1
-    return not exited and str(config_file).encode() in cmdline
-
-
-def accepts_connections(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+        return ready
 
 
 def _answers_metadata(admin: AdminClient) -> bool:
@@ -565,12 +276,3 @@ def _answers_metadata(admin: AdminClient) -> bool:
         return bool(admin.list_topics(timeout=2).brokers)
     except KafkaException:
         return False
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    pairs = (line.split("=", 1) for line in lines if "=" in line and not line.lstrip().startswith("#"))
-    return {key.strip(): value.strip() for key, value in pairs}

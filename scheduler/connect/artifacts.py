@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from scheduler import config
-from scheduler.broker.local import KAFKA_VERSION
+from scheduler.broker.jvm_process import KAFKA_VERSION
 from scheduler.dev.maven_cache import MavenError, cached_build, copy_dependencies, run_maven
 from scheduler.wire.schemas import load_current, load_history, schema_dir
 

@@ -6,25 +6,13 @@ topics under the topic prefix, so a killed worker restarts where it was and a se
 would share the load."""
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import time
 from importlib import resources
 from pathlib import Path
 
 from scheduler import config
-from scheduler.broker.local import (
-    HOST,
-    accepts_connections,
-    check_port_free,
-    java_executable,
-    jvm_alive,
-    log_tail,
-    read_pid_file,
-    read_properties,
-)
+from scheduler.broker.jvm_process import LOG4J, LocalJvm, LocalProcessError, java_executable, read_properties
+from scheduler.broker.ports import HOST, accepts_connections, check_port_free
 from scheduler.connect import artifacts
 from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.dev.maven_cache import MavenError
@@ -33,16 +21,10 @@ DEFAULT_PORT = 8083
 # Bounded heap: the machine is shared; one worker with a few sink tasks needs little.
 JVM_OPTS = ("-Xmx768m", "-Xms128m", "-XX:+UseG1GC", "-XX:+ExitOnOutOfMemoryError", "-Djava.awt.headless=true")
 START_TIMEOUT_S = 180.0
-STOP_TIMEOUT_S = 30.0
 MAIN_CLASS = "org.apache.kafka.connect.cli.ConnectDistributed"
 
-_PROPERTIES = "connect.properties"
-_PID = "connect.pid"
-_LOG4J = "log4j2.xml"
-_LOGS_DIR = "logs"
 
-
-class ConnectError(Exception):
+class ConnectError(LocalProcessError):
     """Bad input, a missing tool or a worker that would not start; the message says what to do."""
 
 
@@ -90,22 +72,29 @@ def worker_settings(bootstrap: str, prefix: str, port: int, plugin_path: list[Pa
     }
 
 
-class LocalConnect:
+class LocalConnect(LocalJvm):
     """One Connect worker JVM whose config, pid and logs live in `data_dir`."""
+
+    error = ConnectError
+    command = "scheduler connect"
+    properties_name = "connect.properties"
+    pid_name = "connect.pid"
+    log_name = "connect.log"
+    main_class = MAIN_CLASS
+    jvm_opts = JVM_OPTS
 
     def __init__(self, data_dir: Path, bootstrap: str, prefix: str, port: int = DEFAULT_PORT) -> None:
         if not 0 < port < 65536:
             raise ConnectError(f"port {port} is out of range: use 1..65535")
-        self.data_dir = Path(data_dir).resolve()
+        super().__init__(data_dir)
         self.bootstrap = bootstrap
         self.prefix = prefix
         self.port = port
-        self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def from_data_dir(cls, data_dir: Path) -> LocalConnect:
         """The worker a data dir was last started with (its settings come from its properties file)."""
-        settings = read_properties(Path(data_dir) / _PROPERTIES)
+        settings = read_properties(Path(data_dir) / cls.properties_name)
         match = re.search(r":(\d+)$", settings.get("listeners", ""))
         prefix = settings.get("group.id", f"{config.DEFAULT_PREFIX}.connect").removesuffix(".connect")
         port = int(match.group(1)) if match else DEFAULT_PORT
@@ -114,33 +103,6 @@ class LocalConnect:
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self.port}"
-
-    @property
-    def log_file(self) -> Path:
-        return self.data_dir / _LOGS_DIR / "connect.log"
-
-    @property
-    def console_file(self) -> Path:
-        return self.data_dir / _LOGS_DIR / "console.log"
-
-    @property
-    def _pid_file(self) -> Path:
-        return self.data_dir / _PID
-
-    @property
-    def _properties_file(self) -> Path:
-        return self.data_dir / _PROPERTIES
-
-    def pid(self) -> int | None:
-        pid = read_pid_file(self._pid_file)
-        if pid is None:
-            return None
-        if self._process is not None and self._process.pid == pid:
-            return pid if self._process.poll() is None else None
-        return pid if jvm_alive(pid, self._properties_file) else None
-
-    def is_running(self) -> bool:
-        return self.pid() is not None
 
     def start(self, timeout: float = START_TIMEOUT_S) -> str:
         """Start in the background; return the REST URL once the worker has joined its group."""
@@ -154,86 +116,19 @@ class LocalConnect:
                     f"`scheduler connect stop --data-dir {self.data_dir}`"
                 )
             return self.url
-        check_port_free(self.port, "--port")
-        java = java_executable()
+        check_port_free(self.port, "--port", ConnectError)
+        java = java_executable(ConnectError)
         try:
             libs = artifacts.ensure_worker_jars()
             plugins = artifacts.ensure_plugins()
         except MavenError as error:
             raise ConnectError(str(error)) from error
-        self._write_config(plugins)
+        self._write_properties((resources.files(__package__) / LOG4J).read_bytes(),
+                               worker_settings(self.bootstrap, self.prefix, self.port, plugins))
         self._launch(java, libs)
-        self._wait_ready(timeout)
-        return self.url
-
-    def stop(self, timeout: float = STOP_TIMEOUT_S) -> bool:
-        """SIGTERM (tasks commit their offsets), SIGKILL after `timeout`; whether one was running."""
-        return self._signal(signal.SIGTERM, timeout)
-
-    def kill(self) -> bool:
-        """SIGKILL, as in a crash: uncommitted sink offsets are re-read by the next worker."""
-        return self._signal(signal.SIGKILL, 10.0)
-
-    def _signal(self, sig: signal.Signals, timeout: float) -> bool:
-        pid = self.pid()
-        if pid is None:
-            self._forget()
-            return False
-        os.kill(pid, sig)
-        if not self._wait_exit(timeout):
-            os.kill(pid, signal.SIGKILL)
-            self._wait_exit(10.0)
-        self._forget()
-        return True
-
-    def _wait_exit(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.pid() is None:
-                return True
-            time.sleep(0.1)
-        return self.pid() is None
-
-    def _forget(self) -> None:
-        self._pid_file.unlink(missing_ok=True)
-        if self._process is not None:
-            self._process.poll()
-        self._process = None
-
-    def _write_config(self, plugins: list[Path]) -> None:
-        (self.data_dir / _LOGS_DIR).mkdir(parents=True, exist_ok=True)
-        (self.data_dir / _LOG4J).write_bytes((resources.files(__package__) / "log4j2.xml").read_bytes())
-        settings = worker_settings(self.bootstrap, self.prefix, self.port, plugins)
-        text = "".join(f"{key}={value}\n" for key, value in settings.items())
-        self._properties_file.write_text("# written by `scheduler connect start`; edits are overwritten\n" + text)
-
-    def _launch(self, java: str, libs: Path) -> None:
-        command = [java, *JVM_OPTS, f"-Dlog4j2.configurationFile={self.data_dir / _LOG4J}",
-                   f"-Dkafka.logs.dir={self.data_dir / _LOGS_DIR}", "-cp", f"{libs}/*", MAIN_CLASS,
-                   str(self._properties_file)]
-        with open(self.console_file, "ab") as console:
-            self._process = subprocess.Popen(command, cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=console,
-                                             stderr=subprocess.STDOUT, start_new_session=True)
-        self._pid_file.write_text(f"{self._process.pid}\n")
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
         rest = ConnectRest(self.url)
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                code = self._process.returncode
-                self._forget()
-                raise ConnectError(f"the Connect worker exited during startup with code {code}; last lines of "
-                                   f"{self.console_file} and {self.log_file}:\n{self._log_tail()}")
-            if accepts_connections(self.port) and worker_ready(rest):
-                return
-            time.sleep(0.3)
-        self.kill()
-        raise ConnectError(f"the Connect worker did not answer within {timeout:.0f}s and was killed; "
-                           f"see {self.log_file}:\n{self._log_tail()}")
-
-    def _log_tail(self, lines: int = 15) -> str:
-        return log_tail((self.console_file, self.log_file), lines)
+        self._wait_ready("Connect worker", timeout, lambda: accepts_connections(self.port) and worker_ready(rest), 0.3)
+        return self.url
 
 
 def worker_ready(rest: ConnectRest) -> bool:

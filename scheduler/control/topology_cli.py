@@ -6,8 +6,9 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
+from scheduler.cli_support import print_ensure_rows
 from scheduler.config import Settings
+from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
@@ -71,12 +72,7 @@ def run_ensure(args: argparse.Namespace) -> int:
     except KafkaException as exc:
         print(f"scheduler topics ensure: Kafka at {bootstrap} failed: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    for name in report.created:
-        print(f"created  {name}")
-    for name in report.ok:
-        print(f"ok       {name}")
-    for difference in report.differences:
-        print(f"DIFFERS  {difference}")
+    print_ensure_rows(report.created, report.ok, report.differences)
     print(
         f"{len(report.created)} created, {len(report.ok)} ok, {len(report.differing)} differing "
         f"(bootstrap {bootstrap}, prefix {prefix!r})"

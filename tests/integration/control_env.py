@@ -1,21 +1,23 @@
 """A running scheduler, registered tenants and the control plane over them, for the control-plane tests."""
 from __future__ import annotations
 
-import time
+import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from conftest import delete_topics
-from engine_harness import CODEC, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+from engine_harness import REPO, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 from scheduler.api.app import create_app
 from scheduler.api.keys import KeyStore, create_key
 from scheduler.api.plane import ControlPlane
 from scheduler.control.client import make_spec
-from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANTS = ("acme", "globex")
 
@@ -70,20 +72,10 @@ def hourly(**fields) -> dict:
     return make_spec("cron", "0 * * * *", "Europe/Paris", **fields)
 
 
-class FakeWorker:
-    """Reports attempt events as a worker does (one token per attempt)."""
-
-    def __init__(self, bootstrap: str, prefix: str) -> None:
-        self.topic = TOPOLOGY.topic_name("attempts", prefix)
-        self.producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF})
-
-    def run(self, occurrence: dict, outcome: str) -> None:
-        token = str(uuid.uuid4())
-        for kind in ("STARTED", outcome):
-            event = {"occurrence_id": occurrence["occurrence_id"], "schedule_id": occurrence["schedule_id"],
-                     "tenant": occurrence["tenant"], "schedule_version": occurrence["schedule_version"],
-                     "scheduled_for_ms": occurrence["scheduled_for_ms"], "attempt": occurrence["attempt"],
-                     "attempt_token": token, "kind": kind, "retryable": False, "error_class": None,
-                     "error_message": None, "worker_id": "fake", "at_ms": int(time.time() * 1000)}
-            self.producer.produce(self.topic, CODEC.encode("AttemptEvent", event), occurrence["schedule_id"].encode())
-        self.producer.flush(10)
+def cli(env: ControlEnv, *args: str, prefix: str | None = None) -> tuple[int, object]:
+    """`scheduler ARGS --json` against the env's broker and prefix: exit code and parsed stdout."""
+    run = subprocess.run([sys.executable, "-m", "scheduler", *args, "--json"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120,
+                         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
+                              "SCHEDULER_TOPIC_PREFIX": prefix or env.prefix})
+    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else None

@@ -1,11 +1,13 @@
 """Real scheduler processes and real consumers for the engine's integration tests."""
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -14,12 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.wire.codec import Codec
 from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
 REPO = Path(__file__).resolve().parents[2]
@@ -206,3 +210,40 @@ def occurrence_topics(prefix: str, tenants: Iterable[str]) -> list[str]:
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class FakeWorker:
+    """Writes attempt events the way a worker does, one token per attempt."""
+
+    def __init__(self, bootstrap: str, prefix: str) -> None:
+        self.topic = TOPOLOGY.topic_name("attempts", prefix)
+        self.producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF})
+
+    def send(self, occurrence: dict, kind: str, token: str, **fields) -> None:
+        event = {"occurrence_id": occurrence["occurrence_id"], "schedule_id": occurrence["schedule_id"],
+                 "tenant": occurrence["tenant"], "schedule_version": occurrence["schedule_version"],
+                 "scheduled_for_ms": occurrence["scheduled_for_ms"], "attempt": occurrence["attempt"],
+                 "attempt_token": token, "kind": kind, "retryable": False, "error_class": None,
+                 "error_message": None, "worker_id": "fake", "at_ms": int(time.time() * 1000), **fields}
+        self.producer.produce(self.topic, CODEC.encode("AttemptEvent", event), occurrence["schedule_id"].encode())
+        self.producer.flush(10)
+
+    def run(self, occurrence: dict, outcome: str, **fields) -> str:
+        token = str(uuid.uuid4())
+        self.send(occurrence, "STARTED", token)
+        self.send(occurrence, outcome, token, **fields)
+        return token
+
+
+def soon(seconds: float = 2) -> str:
+    """An RFC 3339 instant on a whole second at least `seconds` from now, for one-shot schedules."""
+    instant = datetime.fromtimestamp(math.ceil(time.time() + seconds), tz=timezone.utc)
+    return instant.isoformat().replace("+00:00", "Z")
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A scheduler process's Prometheus samples (`--metrics-port`), by name and sorted labels."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}

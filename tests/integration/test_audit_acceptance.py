@@ -12,13 +12,12 @@ import time
 import psycopg
 from engine_harness import SchedulerProcess, ensure_layout, rfc3339
 from ledger_sink import sink_topics
-from test_reconcile import reconcile, window
+from reconcile_env import TENANT, reconcile, window
 from worker_harness import WorkerProcess
 
 from scheduler.audit.tables import TABLES, ensure_tables, schema_name
 from scheduler.control.client import SchedulerClient, make_spec
 
-TENANT = "audit"
 JSON_COLUMNS = {"spec", "pending", "running", "admission_waiters", "first_next_fires_ms", "next_fires_ms",
                 "occurrence", "history"}
 

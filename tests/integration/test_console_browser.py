@@ -19,7 +19,8 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from console_env import console_server
-from control_env import FakeWorker, control_env, hourly
+from control_env import control_env, hourly
+from engine_harness import FakeWorker
 from scheduler.broker.local import free_port
 from scheduler.control.client import make_spec
 from scheduler.console.sessions import COOKIE

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from scheduler.console.ledger import Ledger, schema_name
-from test_worker_idempotency_pg import postgres_dsn  # noqa: F401 - the module's PostgreSQL server fixture
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.integration
@@ -26,7 +25,7 @@ CREATE TABLE {{s}}.dead_letters ({KAFKA}, tenant text, occurrence text, occurren
 """
 
 
-def test_versions_and_occurrences_come_from_the_ledger_per_tenant(postgres_dsn):  # noqa: F811
+def test_versions_and_occurrences_come_from_the_ledger_per_tenant(postgres_dsn):
     s = schema_name(PREFIX)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(DDL.format(s=s))

@@ -1,30 +1,17 @@
 """`scheduler schedules|tenants|occurrences|api keys` as a script sees them: JSON output and exit codes."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import uuid
 
 import pytest
 
-from control_env import control_env
-from engine_harness import REPO
+from control_env import cli, control_env
 from scheduler.api.keys import KeyStore
 
 
 @pytest.fixture(scope="module")
 def env(kafka_bootstrap, tmp_path_factory):
     yield from control_env(kafka_bootstrap, tmp_path_factory.mktemp("cli"))
-
-
-def cli(env, *args: str, prefix: str | None = None) -> tuple[int, object]:
-    run = subprocess.run([sys.executable, "-m", "scheduler", *args, "--json"], cwd=REPO, capture_output=True,
-                         text=True, timeout=120,
-                         env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
-                              "SCHEDULER_TOPIC_PREFIX": prefix or env.prefix})
-    return run.returncode, json.loads(run.stdout) if run.stdout.strip() else None
 
 
 def test_schedule_commands_and_their_exit_codes(env):

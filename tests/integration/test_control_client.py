@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from control_env import FakeWorker, control_env, hourly
+from control_env import control_env, hourly
+from engine_harness import FakeWorker
 from scheduler.control.client import (
     CommandTimeout,
     Conflict,

@@ -8,40 +8,14 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
-from datetime import datetime, timezone
 
 import pytest
-from confluent_kafka import Producer
 
-from engine_harness import CODEC, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+from engine_harness import (TOPOLOGY, FakeWorker, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
+                            soon)
 from scheduler.control.client import SchedulerClient, make_spec
-from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 TENANT = "jobs"
-
-
-class FakeWorker:
-    """Writes attempt events the way a worker does, one token per attempt."""
-
-    def __init__(self, bootstrap: str, prefix: str) -> None:
-        self.topic = TOPOLOGY.topic_name("attempts", prefix)
-        self.producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_PARTITIONER_CONF})
-
-    def send(self, occurrence: dict, kind: str, token: str, **fields) -> None:
-        event = {"occurrence_id": occurrence["occurrence_id"], "schedule_id": occurrence["schedule_id"],
-                 "tenant": occurrence["tenant"], "schedule_version": occurrence["schedule_version"],
-                 "scheduled_for_ms": occurrence["scheduled_for_ms"], "attempt": occurrence["attempt"],
-                 "attempt_token": token, "kind": kind, "retryable": False, "error_class": None,
-                 "error_message": None, "worker_id": "fake", "at_ms": int(time.time() * 1000), **fields}
-        self.producer.produce(self.topic, CODEC.encode("AttemptEvent", event), occurrence["schedule_id"].encode())
-        self.producer.flush(10)
-
-    def run(self, occurrence: dict, outcome: str, **fields) -> str:
-        token = str(uuid.uuid4())
-        self.send(occurrence, "STARTED", token)
-        self.send(occurrence, outcome, token, **fields)
-        return token
 
 
 @pytest.fixture
@@ -55,11 +29,6 @@ def env(kafka_bootstrap, unique_prefix, tmp_path):
     occurrences.close()
     if process.alive():
         process.terminate()
-
-
-def soon(seconds: float = 2) -> str:
-    instant = datetime.fromtimestamp(math.ceil(time.time() + seconds), tz=timezone.utc)
-    return instant.isoformat().replace("+00:00", "Z")
 
 
 def of(reader: TopicReader, schedule_id: str) -> list[dict]:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import time
 
-from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, wait_for_split
+from engine_harness import (TOPOLOGY, FakeWorker, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape,
+                            soon, wait_for_split)
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.control.tenants import TenantRegistry
-from test_engine_attempts import FakeWorker, soon
-from test_engine_metrics import scrape
 
 QUOTA = 3
 

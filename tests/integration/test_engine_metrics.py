@@ -3,22 +3,12 @@ from __future__ import annotations
 
 import math
 import time
-import urllib.request
 from datetime import datetime, timezone
-
-from prometheus_client.parser import text_string_to_metric_families
 
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
 
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
-
-
-def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape
 
 
 def test_metrics_endpoint_reports_ownership_dispatch_lag_and_commits(kafka_bootstrap, unique_prefix, tmp_path):

@@ -5,39 +5,23 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 import time
 import uuid
 
 import psycopg
 import pytest
 
-from engine_harness import REPO, SchedulerProcess, ensure_layout, rfc3339
+from engine_harness import SchedulerProcess, ensure_layout, rfc3339
 from ledger_sink import CODEC, insert, record_row, sink_topics
+from reconcile_env import TENANT, reconcile, window
 from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
 from worker_harness import WorkerProcess
 
-TENANT = "audit"
 T0 = 1_777_852_800_000  # 2026-05-04T00:00:00Z
 M = 60_000
-
-
-def reconcile(url: str | None, prefix: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SCHEDULER_TOPIC_PREFIX": prefix}
-    env.pop("AUDIT_DATABASE_URL", None)
-    if url is not None:
-        env["AUDIT_DATABASE_URL"] = url
-    return subprocess.run([sys.executable, "-m", "scheduler", "reconcile", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-
-
-def window(from_ms: int, to_ms: int) -> list[str]:
-    return ["--tenant", TENANT, "--from", rfc3339(from_ms), "--to", rfc3339(to_ms)]
 
 
 def state(sid: str, version: int, status: str, spec: dict, fired: int, at_ms: int) -> dict:

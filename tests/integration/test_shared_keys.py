@@ -8,45 +8,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
+from api_harness import ApiServer
 from engine_harness import REPO, ensure_layout
-from scheduler.broker.local import free_port
 from worker_harness import wait_for
-
-
-class ApiServer:
-    def __init__(self, bootstrap: str, prefix: str, log: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
-        self.log = log
-        with open(log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "scheduler", "api", "--port", str(self.port), *extra],
-                                         cwd=REPO, env=self.env, stdout=out, stderr=subprocess.STDOUT)
-
-    def url(self, scheme: str = "http") -> str:
-        return f"{scheme}://127.0.0.1:{self.port}"
-
-    def wait_ready(self, scheme: str = "http", **client: object) -> None:
-        def answers() -> bool:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                httpx.get(self.url(scheme) + "/openapi.json", timeout=2, **client)
-                return True
-            except httpx.TransportError:
-                return False
-        wait_for(answers, 60, f"the API server on {self.port}")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def admin_key(bootstrap: str, prefix: str) -> str:

@@ -8,9 +8,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from fastapi.testclient import TestClient
 
-from control_env import control_env, hourly
+from control_env import cli, control_env, hourly
 from scheduler.control.client import NotFound
-from test_control_cli import cli
 
 
 @pytest.fixture(scope="module")

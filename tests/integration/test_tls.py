@@ -16,11 +16,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from api_harness import ApiServer
 from engine_harness import SchedulerProcess, ensure_layout
 from scheduler.control.acls import scram_client_config
 from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
 from scheduler.control.client import SchedulerClient, Unavailable, make_spec
-from test_shared_keys import ApiServer
 from worker_harness import WorkerProcess, handled, wait_for
 
 TENANT = "tls"

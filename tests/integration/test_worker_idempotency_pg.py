@@ -1,28 +1,14 @@
-"""`once` on a real PostgreSQL server (started here with initdb/pg_ctl; skipped when none is installed)."""
+"""`once` on a real PostgreSQL server (the session's, tests/fixtures_audit.py; skipped when none is installed)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
-from scheduler.audit.postgres import LocalPostgres, PostgresError
 from scheduler.worker import ensure_table, once
 
 psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def postgres_dsn() -> Iterator[str]:
-    try:
-        server = LocalPostgres()
-    except PostgresError as error:  # no server binaries, or root without a postgres user
-        pytest.skip(str(error))
-    try:
-        yield server.start()
-    finally:
-        server.destroy()
 
 
 def test_postgres_marker_commits_with_the_side_effect_and_a_duplicate_is_a_no_op(postgres_dsn: str) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from test_timing_cli import _run
+from preview_cli import run_preview
 
 RULE = "DTSTART:20260301T023000 RRULE:FREQ=WEEKLY;BYDAY=SU EXDATE:20260315"
 BERLIN = ["--tz", "Europe/Berlin", "--start", "2026-02-28T00:00:00Z", "--count", "4"]
 
 
 def test_rrule_preview_prints_instants_like_cron(capsys):
-    code, out, err = _run(["--rrule", RULE, *BERLIN], capsys)
+    code, out, err = run_preview(["--rrule", RULE, *BERLIN], capsys)
     assert code == 0 and err == ""
     # Mar 15 is an EXDATE; Mar 29 02:30 is in Berlin's spring-forward gap (skipped by default).
     assert out.splitlines() == ["2026-03-01T01:30:00Z", "2026-03-08T01:30:00Z", "2026-03-22T01:30:00Z",
@@ -19,7 +19,7 @@ def test_rrule_preview_prints_instants_like_cron(capsys):
 
 
 def test_calendar_marks_fire_days_dst_changes_and_exdates(capsys):
-    code, out, _ = _run(["--rrule", RULE, *BERLIN, "--calendar"], capsys)
+    code, out, _ = run_preview(["--rrule", RULE, *BERLIN, "--calendar"], capsys)
     lines = out.splitlines()
     assert code == 0
     assert "March 2026" in lines[2] and lines[3].split() == ["Mo", "Tu", "We", "Th", "Fr", "Sa", "Su"]
@@ -32,22 +32,22 @@ def test_calendar_marks_fire_days_dst_changes_and_exdates(capsys):
 
 
 def test_calendar_with_json_keeps_the_json_contract(capsys):
-    plain = _run(["--cron", "30 2 * * *", "--tz", "America/New_York", "--start", "2026-03-07T00:00:00Z", "--json"],
+    plain = run_preview(["--cron", "30 2 * * *", "--tz", "America/New_York", "--start", "2026-03-07T00:00:00Z", "--json"],
                  capsys)[1]
-    both = _run(["--cron", "30 2 * * *", "--tz", "America/New_York", "--start", "2026-03-07T00:00:00Z", "--json",
+    both = run_preview(["--cron", "30 2 * * *", "--tz", "America/New_York", "--start", "2026-03-07T00:00:00Z", "--json",
                  "--calendar"], capsys)[1]
     assert plain == both and all(json.loads(line)["time_zone"] == "America/New_York" for line in both.splitlines())
 
 
 def test_month_end_option_and_rrule_errors(capsys):
-    _, out, _ = _run(["--cron", "0 0 31 * *", "--start", "2026-02-01T00:00:00Z", "--count", "1",
+    _, out, _ = run_preview(["--cron", "0 0 31 * *", "--start", "2026-02-01T00:00:00Z", "--count", "1",
                       "--month-end", "clamp"], capsys)
     assert out == "2026-02-28T00:00:00Z\n"
-    code, out, err = _run(["--rrule", "DTSTART:20260105T090000 RRULE:FREQ=WEEKLY;BYSETPOS=9;BYDAY=MO"], capsys)
+    code, out, err = run_preview(["--rrule", "DTSTART:20260105T090000 RRULE:FREQ=WEEKLY;BYSETPOS=9;BYDAY=MO"], capsys)
     assert code == 2 and out == "" and err.startswith("error: expression: BYSETPOS=9 out of range")
 
 
 def test_calendar_without_fires_shows_the_start_month(capsys):
-    code, out, _ = _run(["--cron", "0 0 * * *", "--start", "2026-06-10T00:00:00Z", "--end", "2026-06-10T12:00:00Z",
+    code, out, _ = run_preview(["--cron", "0 0 * * *", "--start", "2026-06-10T00:00:00Z", "--end", "2026-06-10T12:00:00Z",
                          "--calendar"], capsys)
     assert code == 0 and "June 2026" in out and out.rstrip().endswith("(no fires)")

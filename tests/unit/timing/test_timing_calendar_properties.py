@@ -14,8 +14,8 @@ from dateutil.rrule import rrulestr
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import count_fires, excluded_between, next_fires
 from scheduler.timing.spec import parse_spec
-from test_timing_properties import ZONES, gaps, near_transition, overlaps
 from timing_reference import UTC, transitions
+from timing_strategies import ZONES, gaps, near_transition, overlaps
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

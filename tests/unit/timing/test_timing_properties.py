@@ -10,47 +10,20 @@ from hypothesis import strategies as st
 from scheduler.timing.fires import count_fires, next_fires, nth_fire
 from scheduler.timing.spec import parse_spec
 from timing_reference import UTC, reference_cron, transitions
+from timing_strategies import gaps, near_transition, overlaps
 
-ZONES = (
-    "America/New_York",
-    "Europe/London",
-    "Europe/Dublin",
-    "Australia/Lord_Howe",
-    "Pacific/Chatham",
-    "America/Havana",
-    "Africa/Casablanca",
-    "Antarctica/Troll",
-    "Pacific/Apia",
-    "America/Sao_Paulo",
-    "Asia/Tehran",
-    "Asia/Tokyo",
-)
 HORIZON = timedelta(days=2)
 PROPERTY_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 minute_fields = st.sampled_from(["0", "30", "*/15", "0,30", "*/7", "45", "59", "1-3", "*"])
 hour_fields = st.sampled_from(["*", "0", "1", "2", "3", "0-3", "1,2", "23", "*/2", "0,12", "22-23"])
 day_fields = st.sampled_from([("*", "*"), ("*", "*"), ("*", "*"), ("L", "*"), ("*", "SUN"), ("1-15", "5L"), ("*", "SUN#1,SAT#2"), ("*/2", "MON-FRI"), ("13", "FRI")])
-gaps = st.sampled_from(["skip", "shift"])
-overlaps = st.sampled_from(["first", "last", "both"])
 
 
 @st.composite
 def cron_texts(draw) -> str:
     dom, dow = draw(day_fields)
     return f"{draw(minute_fields)} {draw(hour_fields)} {dom} * {dow}"
-
-
-@st.composite
-def near_transition(draw) -> tuple[str, datetime]:
-    zone = draw(st.sampled_from(ZONES))
-    found = transitions(zone)
-    if not found or draw(st.integers(0, 4)) == 0:
-        year = draw(st.integers(2000, 2037))
-        base = datetime(year, 1, 1, tzinfo=UTC) + timedelta(days=draw(st.integers(0, 364)))
-    else:
-        base = draw(st.sampled_from(found))
-    return zone, base + timedelta(seconds=draw(st.integers(-36 * 3600, 36 * 3600)))
 
 
 def _reference(expression, zone, gap, overlap, after):

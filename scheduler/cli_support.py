@@ -1,0 +1,87 @@
+"""Conventions the `scheduler` subcommands share, so scripts can rely on them everywhere: stdout
+carries only what a script reads (an address, a status line, a report), messages go to stderr; the
+local services' start/stop/status commands agree on their flags and exit codes; the `ensure`
+commands print one aligned row per object."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+EXIT_NOT_RUNNING = 3
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def fail(command: str, error: Exception) -> int:
+    say(f"{command}: error: {error}")
+    return EXIT_BAD_INPUT
+
+
+def add_data_dir(parser: argparse.ArgumentParser, holds: str, default: Path) -> None:
+    parser.add_argument("--data-dir", type=Path, default=None, help=f"{holds} (default {default})")
+
+
+def add_stop_and_status(actions: argparse._SubParsersAction, what: str, stop_help: str, holds: str, default: Path,
+                        handlers: tuple[Callable[[argparse.Namespace], int], Callable[[argparse.Namespace], int]],
+                        ) -> argparse.ArgumentParser:
+    """The `stop` and `status` subcommands of a local service (`handlers`: theirs, in that order);
+    returns the `stop` parser, for flags of the service's own."""
+    stop = actions.add_parser("stop", help=stop_help)
+    stop.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (default 30)")
+    status = actions.add_parser("status", help=f"exit 0 if the {what} runs, 3 if not")
+    for parser, handler in zip((stop, status), handlers):
+        add_data_dir(parser, holds, default)
+        parser.set_defaults(handler=handler)
+    return stop
+
+
+def external_instead(env: str, says: str) -> bool:
+    """With `env` set, a local service is not started: the one `env` names is, and its address goes to
+    stdout as a started one's would. `says` tells why on stderr (`{}` stands for the address)."""
+    value = os.environ.get(env)
+    if value:
+        say(f"{env} is set: {says.format(value)}")
+        print(value)
+    return bool(value)
+
+
+def say_started(what: str, was_running: bool, began: float, pid: int | None, data_dir: Path, details: str) -> None:
+    """The stderr line after a local service's `start`: how long it took (since `began`, a
+    monotonic time) and `details`, or that it ran already."""
+    if was_running:
+        say(f"{what} already running (pid {pid}), data in {data_dir}")
+    else:
+        say(f"{what} started in {time.monotonic() - began:.1f}s (pid {pid}){details}")
+
+
+def note_external(env: str, says: str) -> None:
+    """A status is about the local service; `says` warns that `env` names another one in use."""
+    value = os.environ.get(env)
+    if value:
+        say(f"note: {env} is set, so {says.format(value)}")
+
+
+def print_status(running: str | None, data_dir: Path) -> int:
+    """`status`: `running ...` (what `running` describes) and exit 0, or `stopped` and exit 3."""
+    if running is None:
+        print(f"stopped (data dir {data_dir})")
+        return EXIT_NOT_RUNNING
+    print(f"running {running}")
+    return 0
+
+
+def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: Iterable[str], noun: str = "") -> None:
+    """One row per object an `ensure` command looked at; DIFFERS rows are what a human must fix."""
+    for name in created:
+        print(f"created  {noun}{name}")
+    for name in ok:
+        print(f"ok       {noun}{name}")
+    for difference in differences:
+        print(f"DIFFERS  {noun}{difference}")
