@@ -60,9 +60,10 @@ def test_kill_9_mid_burst_then_restart_loses_nothing(kafka_bootstrap, unique_pre
     ensure_layout(kafka_bootstrap, unique_prefix, TENANTS)
     state = tmp_path / "state"
     first = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a").start()
-    start_ms = (math.ceil(time.time()) + 20) * 1000
+    start_ms = (math.ceil(time.time()) + 30) * 1000
     with SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60) as client:
         expected = load_spread(client, 12_000, start_ms, 3_000)
+    assert time.time() * 1000 < start_ms, "creating the burst took longer than its lead (a loaded machine)"
     reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, TENANTS), "Occurrence")
     wait_until(start_ms / 1000 + 1.2)
     reader.poll(0.3)
