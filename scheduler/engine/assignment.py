@@ -21,7 +21,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import PartitionRestore
@@ -30,15 +30,6 @@ from scheduler.engine.task import SchedulerTask
 from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
-
-_HELD = KafkaError(KafkaError.UNRELEASED_INSTANCE_ID).str()
-
-
-def instance_id_held(error: KafkaError) -> bool:
-    """A restart after a crash, before the broker noticed: the old member still holds the instance id
-    (KIP-848 answers UNRELEASED_INSTANCE_ID, fatal to the consumer) until its session times out."""
-    return error.fatal() and _HELD in error.str()
-
 
 class Standbys(Protocol):
     """Warm copies of partitions this process does not own (issue 17, standby state)."""

@@ -72,16 +72,18 @@ def task_topics(topology: Topology, prefix: str) -> TaskTopics:
                     "admissions": name("admission-changelog", prefix)})
 
 
-def consumer_conf(common: dict[str, Any], group: str, instance_id: str) -> dict[str, Any]:
+def consumer_conf(common: dict[str, Any], group: str) -> dict[str, Any]:
     """The group member, in the KIP-848 `consumer` protocol: assignment is incremental (a join or a leave
     moves only the partitions that must move) and computed by the broker's `range` assignor, which gives
     partition p of every input topic to one member (the inputs are co-partitioned, equal partition counts).
-    Static membership (KIP-345, the instance id): a member that stops and comes back within the session
-    gets its partitions back, and nobody else's move. The session and heartbeat are the group's, set on the
+    No static membership (KIP-345): with it, a process restarted after a kill -9 under the same instance id
+    was first given its partitions and then fenced by the broker ("instance ID is still used by another
+    member"), a fatal consumer error that stopped its dispatch; a restart joins as a new member instead, and
+    the dead one leaves after the session timeout. The session and heartbeat are the group's, set on the
     broker (`group.consumer.session.timeout.ms`, scheduler/broker/local.py). read_committed hides what
     aborted turns wrote."""
     return {**common, "group.id": group, "group.protocol": "consumer", "group.remote.assignor": "range",
-            "group.instance.id": instance_id, "enable.auto.commit": False, "isolation.level": "read_committed",
+            "enable.auto.commit": False, "isolation.level": "read_committed",
             "auto.offset.reset": "earliest", "max.poll.interval.ms": 300_000}
 
 

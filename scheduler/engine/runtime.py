@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
-from scheduler.engine.assignment import Assignment, instance_id_held
+from scheduler.engine.assignment import Assignment
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
-INSTANCE_HELD_S = 60.0  # longest wait for the group to release this instance id after a crash
 
 
 class SchedulerProcess:
@@ -62,8 +61,7 @@ class SchedulerProcess:
         self.tenants = ProcessTenants(config, self.topology, common)
         self.trigger_limits = self.tenants.trigger_limits
         self.catch_up_limits = self.tenants.catch_up_limits
-        self._consumer_conf = consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix),
-                                            config.instance_id)
+        self._consumer_conf = consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix))
         self.consumer = Consumer(self._consumer_conf)
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
@@ -87,21 +85,9 @@ class SchedulerProcess:
         self.producer = TransactionalProducer(self._producer_conf)
         self._subscribe()
         self.standbys.start()
-        held_until = time.monotonic() + INSTANCE_HELD_S
         try:
             while not self._stop.is_set():
-                try:
-                    self._turn()
-                except KafkaException as exc:
-                    # Restarted after a crash within the old member's session: join once the broker let it go.
-                    if not instance_id_held(exc.args[0]) or self.tasks or time.monotonic() > held_until:
-                        raise
-                    log.info("instance id %s still held by its previous member; joining again in 1 s",
-                             self.config.instance_id)
-                    self.consumer.close()
-                    time.sleep(1.0)
-                    self.consumer = Consumer(self._consumer_conf)
-                    self._subscribe()
+                self._turn()
         finally:
             self._close()
 
