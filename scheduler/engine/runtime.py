@@ -65,7 +65,8 @@ class SchedulerProcess:
         self.consumer = Consumer(self._consumer_conf)
         self._producer_conf = producer_conf(common, config)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
-        self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock)
+        self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock,
+                                  (self.topology.topics["occurrences"].partitions, self.topology.schedule_partitions))
         group = self.topology.tasks["scheduler"].consumer_group(prefix)
         self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
                                  self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
@@ -144,7 +145,7 @@ class SchedulerProcess:
             # A backlog of heartbeats is not silence: leases expire only in a turn that drained its inputs.
             self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch)
             self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
-            changelog_offsets = produce_outputs(producer, self.tasks.values())
+            changelog_offsets = produce_outputs(producer, self.tasks.values(), self.stages.held())
             phases.append(time.perf_counter())
             if next_offsets:
                 producer.send_offsets([TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],

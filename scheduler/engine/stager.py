@@ -13,9 +13,10 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.engine import stage_records, staging, timeline_keys
+from scheduler.engine import stage_layout, stage_records, staging, timeline_keys
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
+from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.kafka.transactional import TransactionalProducer
@@ -29,8 +30,10 @@ class StageRunner:
     (no turn's transaction is open then), and dropped when a turn would contradict it or its partitions move."""
 
     def __init__(self, config: EngineConfig, producer_conf: Mapping[str, Any], tasks: dict[int, SchedulerTask],
-                 trigger_limits: RateLimits, metrics: EngineMetrics, clock: Callable[[], float]) -> None:
+                 trigger_limits: RateLimits, metrics: EngineMetrics, clock: Callable[[], float],
+                 partitions: tuple[int, int]) -> None:
         self.config = config
+        self.occurrence_partitions, self.schedule_partitions = partitions
         self.producer_conf = dict(producer_conf)
         self.tasks = tasks  # the process's tasks, shared: partitions come and go with the group
         self.trigger_limits = trigger_limits
@@ -42,6 +45,12 @@ class StageRunner:
         self.produce_rate_per_s = config.stage_produce_rate_per_s
         self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
         self._nothing_at: int | None = None  # an instant whose stage found nothing stageable: not staged again
+
+    def held(self) -> dict[str, TopicLayout]:
+        """The layouts of the open stage's topics (`stage_layout`): the turns send those topics' ordinary
+        occurrences to the partitions it left free until its commit."""
+        stage = self.stage
+        return stage.layouts if stage is not None and stage.producing else {}
 
     @property
     def filling(self) -> bool:
@@ -170,11 +179,16 @@ class StageRunner:
             self.stagers[partition] = self._new_stager(partition)
         stager = self.stagers[partition]
         started = time.perf_counter()
+        merged = stage_records.by_topic(stage.prepared)
+        stage.prepared = {}
+        mine = stage_layout.writable(self.occurrence_partitions, self.schedule_partitions, stage.partitions)
+        if mine is not None:
+            stage.layouts = {topic: stage_layout.plan(topic, len(values), mine, self.occurrence_partitions)
+                             for topic, (values, _) in merged.items()}
         stage.produced_ms = int(self.clock() * 1000)
         stager.begin()
-        stage_records.produce_all(stager.raw.produce, stager.raw.poll, stage_records.produce_order(stage.prepared),
-                                  stage.due_ms)
-        stage.prepared = {}
+        stage_records.produce_all(stager.raw.produce, stager.raw.poll,
+                                  stage_records.produce_order(merged, stage.layouts), stage.due_ms)
         try:
             stager.flush(self.config.transaction_timeout_ms / 1000)
         except KafkaException as exc:

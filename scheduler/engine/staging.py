@@ -45,6 +45,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from scheduler.engine.overlap import ALLOW
+from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.timeline_keys import DISPATCH, lane_bound
 
 COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are counted again
@@ -152,6 +153,7 @@ class Stage:
     prepare_s: float = 0.0  # seconds of work preparing (not the wall time of the lead: turns run in between)
     produce_s: float | None = None  # begin to flushed; None until its transaction is begun
     produced_ms: int | None = None  # when the transaction was begun (from then on it holds back readers)
+    layouts: dict[str, TopicLayout] = field(default_factory=dict)  # topic -> where its records go (stage_layout)
 
     @property
     def count(self) -> int:

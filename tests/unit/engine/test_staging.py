@@ -1,7 +1,7 @@
 """Staged bursts: the pure decisions, and a task's part over a real RocksDB store (no Kafka)."""
 import pytest
 
-from scheduler.engine import stage_records, staging
+from scheduler.engine import stage_layout, stage_records, staging
 from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
@@ -299,20 +299,26 @@ def test_tokens_are_taken_a_block_at_a_time_and_a_tenant_without_any_is_left_to_
     task.store.close()
 
 
-def test_records_are_produced_partition_by_partition_the_largest_first():
-    prepared = {0: {b"big.p": ([b"v"] * 5, [b"k"] * 5), b"s1.p": ([b"v"], [b"k"])}, 1: {b"s2.p": ([b"v"] * 2, [b"k"] * 2)}}
-    order = stage_records.produce_order(prepared)
-    assert [(topic, len(values)) for topic, values, _ in order] == [("big.p", 5), ("s2.p", 2), ("s1.p", 1)]
+def test_records_are_produced_in_runs_the_largest_first():
+    prepared = {0: {b"big.p": ([b"v"] * 5, [b"k"] * 5), b"s1.p": ([b"v"], [b"k"])},
+                1: {b"s2.p": ([b"v"] * 2, [b"k"] * 2), b"big.p": ([b"w"] * 3, [b"j"] * 3)}}
+    merged = stage_records.by_topic(prepared)
+    assert merged["big.p"] == ([b"v"] * 5 + [b"w"] * 3, [b"k"] * 5 + [b"j"] * 3)
+    layouts = {"big.p": stage_layout.TopicLayout(8, (2, 3), (0, 1)), "s2.p": stage_layout.TopicLayout(8, (1,), (0,))}
+    order = stage_records.produce_order(merged, layouts)
+    assert [(topic, p, len(values)) for topic, p, values, _ in order] == [
+        ("big.p", 2, 4), ("big.p", 3, 4), ("s2.p", 1, 2), ("s1.p", None, 1)], "no layout: the key's partition"
     produced: list[tuple] = []
     full = [3]  # the local queue refuses the fourth record once
 
-    def produce(topic, value, key, timestamp):
+    def produce(topic, value, key, timestamp, partition=None):
         if len(produced) == full[0]:
             full[0] = -1
             raise BufferError
-        produced.append((topic, key, timestamp))
+        produced.append((topic, partition, timestamp))
 
     polls: list[float] = []
     stage_records.produce_all(produce, polls.append, order, T)
-    assert [t for t, _, _ in produced] == ["big.p"] * 5 + ["s2.p"] * 2 + ["s1.p"], "none lost, none twice"
+    assert [(t, p) for t, p, _ in produced] == [("big.p", 2)] * 4 + [("big.p", 3)] * 4 + [("s2.p", 1)] * 2 + [
+        ("s1.p", None)], "none lost, none twice"
     assert {ts for _, _, ts in produced} == {T} and 0.05 in polls
