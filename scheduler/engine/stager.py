@@ -45,6 +45,7 @@ class StageRunner:
         self.produce_rate_per_s = config.stage_produce_rate_per_s
         self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
         self._nothing_at: int | None = None  # an instant whose stage found nothing stageable: not staged again
+        self._pending = stage_records.Pending([])  # the producing stage's records not yet produced
 
     def held(self) -> dict[str, TopicLayout]:
         """The layouts of the open stage's topics (`stage_layout`): the turns send those topics' ordinary
@@ -54,7 +55,9 @@ class StageRunner:
 
     @property
     def filling(self) -> bool:
-        return self.stage is not None and not self.stage.complete
+        """Preparing, or producing in slices: the main loop must come back at once."""
+        stage = self.stage
+        return stage is not None and (not stage.complete or (stage.producing and stage.produce_s is None))
 
     def forget(self, partitions: list[int]) -> None:
         """Revoked partitions: a stage covering one is dropped, their producers closed."""
@@ -84,6 +87,8 @@ class StageRunner:
         elif stage.producing:
             if now_ms >= stage.due_ms:
                 self._commit()
+            elif stage.produce_s is None:
+                self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
         elif not stage.complete:
             self._prepare(stage)
 
@@ -187,20 +192,38 @@ class StageRunner:
                              for topic, (values, _) in merged.items()}
         stage.produced_ms = int(self.clock() * 1000)
         stager.begin()
-        stage_records.produce_all(stager.raw.produce, stager.raw.poll,
-                                  stage_records.produce_order(merged, stage.layouts), stage.due_ms)
-        try:
-            stager.flush(self.config.transaction_timeout_ms / 1000)
-        except KafkaException as exc:
-            self.drop(f"its records were not delivered: {exc.args[0]}")
-            return
-        stage.produce_s = time.perf_counter() - started
-        log.info("produced the stage due at %d: %d occurrences in %.2f s, %d ms before it", stage.due_ms,
-                 stage.count, stage.produce_s, stage.due_ms - int(self.clock() * 1000))
+        self._pending = stage_records.Pending(stage_records.produce_order(merged, stage.layouts))
+        stage.produce_work_s = time.perf_counter() - started
+        self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
+
+    def _produce_slice(self, stage: Stage, until: float) -> None:
+        """Produce the stage's next slice of records; once all are delivered, its produce time is known."""
+        stager = self.stagers[stage.producer_partition]
+        started = time.perf_counter()
+        stage_records.produce_some(stager.raw.produce, stager.raw.poll, self._pending, stage.due_ms, until,
+                                   time.perf_counter)
+        if self._pending.done and until == float("inf"):
+            try:
+                stager.flush(self.config.transaction_timeout_ms / 1000)
+            except KafkaException as exc:
+                stage.produce_work_s += time.perf_counter() - started
+                self.drop(f"its records were not delivered: {exc.args[0]}")
+                return
+        elif self._pending.done:
+            stager.raw.poll(0)
+        stage.produce_work_s += time.perf_counter() - started
+        if self._pending.done and len(stager.raw) == 0:
+            stage.produce_s = self.clock() - (stage.produced_ms or 0) / 1000
+            log.info("produced the stage due at %d: %d occurrences in %.2f s, %d ms before it", stage.due_ms,
+                     stage.count, stage.produce_s, stage.due_ms - int(self.clock() * 1000))
 
     def _commit(self) -> None:
         stage = self.stage
         assert stage is not None
+        if stage.produce_s is None:  # the instant came first: the rest now, late rather than never
+            self._produce_slice(stage, float("inf"))
+            if self.stage is not stage:
+                return
         started = time.perf_counter()
         try:
             self.stagers[stage.producer_partition].commit(self.config.transaction_timeout_ms / 1000,
@@ -216,17 +239,18 @@ class StageRunner:
                                     (stage.produce_rate_per_s(), "produce_rate_per_s")):
             if measured is not None:
                 setattr(self, attribute, measured)
-        self.stage = None
+        self.stage, self._pending = None, stage_records.Pending([])
         self.metrics.staged(stage.due_ms, visible_ms, stage.count, commit_s)
-        work_s = stage.prepare_s + (stage.produce_s or 0.0) + commit_s
+        work_s = stage.prepare_s + stage.produce_work_s + commit_s
         log.info("committed the staged burst due at %d: %d occurrences visible %d ms after it; its transaction "
                  "was open %d ms; work: prepare %.3f s, produce %.3f s, commit %.3f s: %.0f occurrences/s",
                  stage.due_ms, stage.count, visible_ms - stage.due_ms, visible_ms - (stage.produced_ms or visible_ms),
-                 stage.prepare_s, stage.produce_s or 0.0, commit_s, stage.count / max(work_s, 0.001))
+                 stage.prepare_s, stage.produce_work_s, commit_s, stage.count / max(work_s, 0.001))
 
     def drop(self, reason: str) -> None:
         """Abort the stage: its occurrences are still in the timeline and go the ordinary way."""
         stage, self.stage = self.stage, None
+        self._pending = stage_records.Pending([])
         if stage is None:
             return
         log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)

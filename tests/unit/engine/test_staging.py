@@ -318,7 +318,26 @@ def test_records_are_produced_in_runs_the_largest_first():
         produced.append((topic, partition, timestamp))
 
     polls: list[float] = []
-    stage_records.produce_all(produce, polls.append, order, T)
+    stage_records.produce_some(produce, polls.append, stage_records.Pending(order), T, float("inf"), lambda: 0.0)
     assert [(t, p) for t, p, _ in produced] == [("big.p", 2)] * 4 + [("big.p", 3)] * 4 + [("s2.p", 1)] * 2 + [
         ("s1.p", None)], "none lost, none twice"
     assert {ts for _, _, ts in produced} == {T} and 0.05 in polls
+
+
+def test_a_stage_is_produced_in_slices_that_resume_where_they_stopped():
+    n = stage_records.SLICE_RECORDS * 2 + 5
+    runs = [("a", 0, [b"v%d" % i for i in range(n)], [b"k"] * n), ("b", None, [b"w"], [b"k"])]
+    pending = stage_records.Pending(runs)
+    produced: list[tuple] = []
+    now = [0.0]
+
+    def produce(topic, value, key, timestamp, partition=None):
+        produced.append((topic, value))
+        now[0] += 1.0  # every record takes a second of this clock: each slice stops at its first look
+
+    slices = 0
+    while not pending.done:
+        slices += 1
+        stage_records.produce_some(produce, lambda _: None, pending, T, now[0] + 0.5, lambda: now[0])
+    assert slices == 4, "three slices of run a (two full, one of 5), then b"
+    assert [v for t, v in produced if t == "a"] == runs[0][2] and [t for t, _ in produced][-1] == "b"
