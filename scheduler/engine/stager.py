@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.engine import stage_layout, stage_records, staging, timeline_keys
+from scheduler.engine import stage_layout, stage_records, staging
+from scheduler.engine.burst_count import BurstCounter
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.stage_layout import TopicLayout
@@ -43,7 +43,7 @@ class StageRunner:
         self.stage: Stage | None = None
         self.rate_per_s = config.stage_rate_per_s
         self.produce_rate_per_s = config.stage_produce_rate_per_s
-        self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
+        self.bursts = BurstCounter()
         self._nothing_at: int | None = None  # an instant whose stage found nothing stageable: not staged again
         self._pending = stage_records.Pending([])  # the producing stage's records not yet produced
 
@@ -55,18 +55,22 @@ class StageRunner:
 
     @property
     def filling(self) -> bool:
-        """Preparing, or producing in slices: the main loop must come back at once."""
+        """Counting bursts, preparing, or producing in slices: the main loop must come back at once."""
         stage = self.stage
-        return stage is not None and (not stage.complete or (stage.producing and stage.produce_s is None))
+        if stage is None:
+            return self.bursts.sweeping
+        return not stage.complete or (stage.producing and stage.produce_s is None)
 
     def forget(self, partitions: list[int]) -> None:
         """Revoked partitions: a stage covering one is dropped, their producers closed."""
+        self.bursts.reset()
         if self.stage is not None and set(partitions) & self.stage.partitions.keys():
             self.drop(f"partitions {partitions} revoked")
         for partition in partitions:
             self.stagers.pop(partition, None)
 
     def close(self) -> None:
+        self.bursts.reset()
         self.drop("the process is stopping")
         self.stagers.clear()
 
@@ -95,17 +99,11 @@ class StageRunner:
     def _next_burst(self, now_ms: int) -> int | None:
         """The instant of a strict burst to stage now, if any. Every instant within the longest lead is
         counted (not just the next one: a burst often comes after smaller instants of steady traffic),
-        again every COUNT_EVERY_MS."""
+        again every COUNT_EVERY_MS, a slice between two turns (burst_count.py)."""
         if self.config.stage_min <= 0 or not self.tasks:
             return None
-        if self._burst_counts is None or now_ms - self._burst_counts[0] >= staging.COUNT_EVERY_MS:
-            start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
-            end = staging.instant_range(now_ms + self.config.stage_max_lead_ms)[1]
-            counts: Counter[int] = Counter()
-            for task in self.tasks.values():
-                counts.update(timeline_keys.due_ms_of(key) for key in task.store.keys_from("timeline", start, end))
-            self._burst_counts = (now_ms, dict(counts))
-        counts = {due: n for due, n in self._burst_counts[1].items() if due != self._nothing_at}
+        self.bursts.step((task.store for task in self.tasks.values()), now_ms, self.config.stage_max_lead_ms)
+        counts = {due: n for due, n in self.bursts.counts.items() if due != self._nothing_at}
         return staging.choose(counts, now_ms, self.config.stage_min, self.rate_per_s, self.config.stage_max_lead_ms,
                               self.produce_rate_per_s)
 
@@ -130,7 +128,7 @@ class StageRunner:
     def _begin(self, due_ms: int, now_ms: int) -> Stage:
         """A stage in memory only: no transaction until its produce window."""
         first, end = staging.instant_range(due_ms)
-        counted = self._burst_counts[1].get(due_ms, 0) if self._burst_counts else 0
+        counted = self.bursts.counts.get(due_ms, 0)
         stage = self.stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
                                     min(self.tasks), expected=counted)
         log.info("staging the burst due at %d (%d entries, %.1f s ahead)", due_ms, counted, (due_ms - now_ms) / 1000)

@@ -2,6 +2,8 @@
 import pytest
 
 from scheduler.engine import stage_layout, stage_records, staging
+from scheduler.engine.burst_count import COUNT_SLICE, BurstCounter
+from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
@@ -341,3 +343,25 @@ def test_a_stage_is_produced_in_slices_that_resume_where_they_stopped():
         stage_records.produce_some(produce, lambda _: None, pending, T, now[0] + 0.5, lambda: now[0])
     assert slices == 4, "three slices of run a (two full, one of 5), then b"
     assert [v for t, v in produced if t == "a"] == runs[0][2] and [t for t, _ in produced][-1] == "b"
+
+
+def test_bursts_are_counted_a_slice_at_a_time_and_published_when_the_sweep_is_through(tmp_path):
+    now = T - 30_000
+    stores = []
+    for n, (due, count) in enumerate([(T, COUNT_SLICE + 10), (T + 1000, 5), (now + 120_000, 7)]):
+        store = PartitionStore(tmp_path / str(n))
+        store.write({"timeline": {occurrence_key(DISPATCH, due, f"s{i:06d}", due): b"x" for i in range(count)}}, {})
+        stores.append(store)
+    counter = BurstCounter()
+    counter.step(stores, now, 60_000)
+    assert counter.sweeping and counter.counts == {}, "the first slice publishes nothing"
+    counter.step(stores, now, 60_000)
+    assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}, "beyond the lead: not counted"
+    counter.step(stores, now + 1000, 60_000)
+    assert not counter.sweeping, "the next sweep waits COUNT_EVERY_MS"
+    counter.step(stores, now + staging.COUNT_EVERY_MS, 60_000)
+    assert counter.sweeping
+    counter.reset()
+    assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}
+    for store in stores:
+        store.close()
