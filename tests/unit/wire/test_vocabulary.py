@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.control import client
-from scheduler.control import cli as control_cli
+from scheduler.control import schedule_cli as control_cli
 from scheduler.control import tenants
 from scheduler.wire import vocabulary
 from scheduler.api import models
