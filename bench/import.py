@@ -1,7 +1,7 @@
 """Bulk import end to end: `python bench/import.py [--count 100000] [--bootstrap HOST:PORT] [--profile]`.
 
 One broker (ours, or --bootstrap / $KAFKA_BOOTSTRAP_SERVERS), a fresh topic prefix, one `scheduler run`
-child, and a JSON Lines file of `--count` schedules (one-shots due in 60 days and yearly crons, half
+child, and a JSON Lines file of `--count` schedules (one-shots due in 60 days and daily crons, half
 each by default, over `--tenants` tenants) imported with the CLI, `scheduler schedules import FILE --json`,
 as a child process: the figure is what a user gets. A warm-up import (tenant topics, first transactions)
 goes first; then the file is imported, then imported again (every line already exists).
@@ -37,7 +37,7 @@ from scheduler.wire.topology import Topology
 
 REPO = Path(__file__).resolve().parents[1]
 TOPOLOGY = Topology.load()
-CRON = {"kind": "CRON", "expression": "0 3 1 1 *", "time_zone": "Europe/Berlin"}
+CRON = {"kind": "CRON", "expression": "0 3 * * *", "time_zone": "Europe/Berlin"}
 
 
 class ProfiledEngine(Engine):
