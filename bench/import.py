@@ -9,8 +9,8 @@ goes first; then the file is imported, then imported again (every line already e
 Reported per import: creates/s over the import's own seconds (the CLI's summary: from reading the first
 line to the last ACCEPTED result), the child's wall time (Python start and connecting included), the
 client's CPU per line (the child's rusage) and the engine's CPU per create (its
-`process_cpu_seconds_total` before and after). `--profile` runs the engine under cProfile and prints its
-top functions by own time over the whole run (warm-up and both imports). Not included: the broker's CPU.
+`process_cpu_seconds_total` before and after) and, when known, the broker's (/proc). `--profile` runs the engine under cProfile and prints its
+top functions by own time over the whole run (warm-up and both imports).
 Results go to `bench/results/import-<count>.md`.
 """
 from __future__ import annotations
@@ -62,10 +62,20 @@ def write_lines(path: Path, count: int, tenants: int, cron_share: float, tag: st
                                   "spec": {**spec, "payload": f'{{"n": {n}}}'}}) + "\n")
 
 
-def run_import(bootstrap: str, prefix: str, path: Path, metrics_port: int, extra: list[str]) -> dict[str, Any]:
-    """One `scheduler schedules import` child; its summary plus wall time and the CPU of both sides."""
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of a process so far (/proc), 0 when not known."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_import(bootstrap: str, prefix: str, path: Path, metrics_port: int, extra: list[str],
+               broker_pid: int | None) -> dict[str, Any]:
+    """One `scheduler schedules import` child; its summary plus wall time and the CPU of every side."""
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
     engine_before = scrape(metrics_port)["process_cpu_seconds_total"]
+    broker_before = cpu_seconds(broker_pid)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "scheduler", "schedules", "import", str(path), "--json",
@@ -73,6 +83,7 @@ def run_import(bootstrap: str, prefix: str, path: Path, metrics_port: int, extra
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     engine_cpu = scrape(metrics_port)["process_cpu_seconds_total"] - engine_before
+    broker_cpu = cpu_seconds(broker_pid) - broker_before
     if done.returncode not in (0, 7):
         raise RuntimeError(f"import exited {done.returncode}:\n{done.stderr[-3000:]}")
     summary = json.loads(done.stdout)
@@ -81,7 +92,9 @@ def run_import(bootstrap: str, prefix: str, path: Path, metrics_port: int, extra
         raise RuntimeError(f"{summary['lines'] - accepted} lines not accepted: {summary['rejected']}")
     client_cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     return {**summary, "wall_s": wall, "client_us_per_line": client_cpu / summary["lines"] * 1e6,
-            "engine_us_per_create": engine_cpu / summary["lines"] * 1e6, "exit": done.returncode}
+            "engine_us_per_create": engine_cpu / summary["lines"] * 1e6,
+            "broker_us_per_create": broker_cpu / summary["lines"] * 1e6 if broker_pid else None,
+            "exit": done.returncode}
 
 
 def main() -> int:
@@ -90,6 +103,7 @@ def main() -> int:
     p.add_argument("--tenants", type=int, default=10)
     p.add_argument("--cron-share", type=float, default=0.5, help="fraction of lines that are crons")
     p.add_argument("--bootstrap", help="use this broker (default $KAFKA_BOOTSTRAP_SERVERS, else start one)")
+    p.add_argument("--broker-pid", type=int, help="the --bootstrap broker's pid, to count its CPU too")
     p.add_argument("--profile", action="store_true", help="run the engine under cProfile")
     p.add_argument("--import-arg", action="append", default=[], help="extra `schedules import` argument")
     p.add_argument("--engine-arg", action="append", default=[], help="extra `scheduler run` argument")
@@ -108,6 +122,7 @@ def bench(args: argparse.Namespace) -> int:
         if not bootstrap:
             broker = LocalBroker(workdir / "kafka", port=free_port(), controller_port=free_port())
             bootstrap = broker.start()
+            args.broker_pid = broker.pid()
         tenants = [f"t{n}" for n in range(args.tenants)]
         ensure_topics(bootstrap, TOPOLOGY, prefix, tenants=tenants, timeout=120)
         metrics_port = free_port()
@@ -120,11 +135,12 @@ def bench(args: argparse.Namespace) -> int:
         write_lines(lines, args.count, args.tenants, args.cron_share, "imp")
         rows = {}
         for label, path in (("warm-up", warm), ("import", lines), ("re-import", lines)):
-            rows[label] = run_import(bootstrap, prefix, path, metrics_port, args.import_arg)
+            rows[label] = run_import(bootstrap, prefix, path, metrics_port, args.import_arg, args.broker_pid)
             r = rows[label]
             print(f"{label}: {r['lines']:,} lines, {r['created']:,} created, {r['already_existed']:,} existed in "
                   f"{r['seconds']:.1f}s ({r['accepted_per_s']:,.0f}/s), wall {r['wall_s']:.1f}s, client "
-                  f"{r['client_us_per_line']:.0f} us/line, engine {r['engine_us_per_create']:.0f} us/create",
+                  f"{r['client_us_per_line']:.0f} us/line, engine {r['engine_us_per_create']:.0f} us/create, broker "
+                  f"{r['broker_us_per_create'] or 0:.0f} us/create",
                   file=sys.stderr)
         engine.stop()
         text = report(args, rows, profile if args.profile else None)
@@ -145,14 +161,16 @@ def report(args: argparse.Namespace, rows: dict[str, dict[str, Any]], profile: P
     lines = [f"# bench/import: {args.count:,} schedules through `scheduler schedules import`", "",
              "Command: `python bench/import.py " + " ".join(sys.argv[1:]) + "`", "",
              "| import | lines | created | already existed | seconds | creates/s | wall s | "
-             "client us/line | engine us/create |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "client us/line | engine us/create | broker us/create |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for label, r in rows.items():
         lines.append(f"| {label} | {r['lines']:,} | {r['created']:,} | {r['already_existed']:,} | {r['seconds']:.1f} "
                      f"| {r['accepted_per_s']:,.0f} | {r['wall_s']:.1f} | {r['client_us_per_line']:.0f} "
-                     f"| {r['engine_us_per_create']:.0f} |")
+                     f"| {r['engine_us_per_create']:.0f} | "
+                     + (f"{r['broker_us_per_create']:.0f} |" if r["broker_us_per_create"] is not None else "- |"))
     lines += ["", "Creates/s: accepted lines over the CLI's own seconds (first line read to last result). Wall s",
               "adds the child's start and connection. CPU per line/create: the CLI child's rusage, and the engine's",
-              "process_cpu_seconds_total over the import; the broker's CPU is not counted.", ""]
+              "process_cpu_seconds_total over the import, the broker's from /proc (ours, or --broker-pid; on a shared",
+              "broker it includes whatever else it served meanwhile).", ""]
     if profile is not None and profile.exists():
         stats = pstats.Stats(str(profile))
         total = rows["warm-up"]["lines"] + rows["import"]["lines"] + rows["re-import"]["lines"]
