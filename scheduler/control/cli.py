@@ -22,7 +22,7 @@ from confluent_kafka.admin import AclBinding
 from scheduler.control.acls import grant_worker
 from scheduler.api.keys import create_key, list_keys, revoke_key
 from scheduler.api.models import schedule_json
-from scheduler.control.bulk import DEFAULT_WINDOW
+from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
 from scheduler.control.client import (
     SPEC_DEFAULTS,
     Conflict,
@@ -213,7 +213,7 @@ def schedules_import(args: argparse.Namespace) -> int:
         source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
     except OSError as exc:
         raise ValidationError("USAGE", f"cannot read {args.file}: {exc.strerror}") from exc
-    with source, _client(args) as client:
+    with source, SchedulerClient(args.bootstrap, args.prefix, args.timeout, linger_ms=BULK_LINGER_MS) as client:
         summary = import_lines(client, source, args.window)
     _emit(args, summary.as_json(), lambda _: summary_text(summary))
     if "TIMEOUT" in summary.rejected:
