@@ -102,12 +102,13 @@ class Codec:
             raise ValueError(f"unknown record name {name!r}") from None
         branches = self._branches.get(name)
         if branches:  # name the union branch: fastavro would otherwise validate the whole record to find it
-            record = {**record, **{field: (branch, record[field]) for field, branch in branches.items()
-                                   if isinstance(record.get(field), dict)}}
-        out = io.BytesIO()
-        out.write(header)
-        schemaless_writer(out, parsed, record)
-        return out.getvalue()
+            named = {**record, **{field: (branch, record[field]) for field, branch in branches.items()
+                                  if isinstance(record.get(field), dict)}}
+            try:
+                return _write(header, parsed, named)
+            except (TypeError, ValueError, KeyError):
+                pass  # a record that does not fit: the plain path below raises what it always raised
+        return _write(header, parsed, record)
 
     def decode(self, name: str, data: bytes) -> dict[str, Any]:
         expected = self.schema(name).short_name
@@ -131,6 +132,13 @@ class Codec:
                 "written with a schema that is neither in schemas/ nor in schemas/history/"
             )
         return reader
+
+
+def _write(header: bytes, parsed: Any, record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    out.write(header)
+    schemaless_writer(out, parsed, record)
+    return out.getvalue()
 
 
 def _record_branches(parsed: Any) -> dict[str, str]:
