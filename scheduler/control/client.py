@@ -49,6 +49,9 @@ class SchedulerClient:
     timeout_s: float = 30.0
     # librdkafka settings for every Kafka client of this client, e.g. SASL_SSL credentials and CA file.
     client_config: Mapping[str, str] | None = None
+    # How long the producer gathers commands into one batch: short for one command waited for, longer for a
+    # bulk load (scheduler.control.bulk.BULK_LINGER_MS), where fewer, larger produce requests save broker CPU.
+    linger_ms: float = 2.0
 
     def __post_init__(self) -> None:
         self.codec = Codec.default()
@@ -56,7 +59,7 @@ class SchedulerClient:
         topology = Topology.load()
         self.commands_topic = topology.topic_name("commands", self.prefix)
         self.results_topic = topology.topic_name("command-results", self.prefix)
-        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": 2,
+        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": self.linger_ms,
                                                           **PRODUCER_PARTITIONER_CONF}))
         self.consumer = Consumer(client_settings(common, {"group.id": f"client-{uuid.uuid4()}",
                                                           "enable.auto.commit": False,

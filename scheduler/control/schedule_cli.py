@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable
 
 from scheduler.api.models import schedule_json
-from scheduler.control.bulk import DEFAULT_WINDOW
+from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
 from scheduler.control.cli_common import (
     EXIT_OK,
     EXIT_REJECTED,
@@ -21,7 +21,7 @@ from scheduler.control.cli_common import (
     tenant_arg,
     utc,
 )
-from scheduler.control.client import SPEC_DEFAULTS, ValidationError, make_spec, preview
+from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec, preview
 from scheduler.wire import vocabulary
 
 # CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
@@ -97,7 +97,7 @@ def schedules_import(args: argparse.Namespace) -> int:
         source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
     except OSError as exc:
         raise ValidationError("USAGE", f"cannot read {args.file}: {exc.strerror}") from exc
-    with source, client_for(args) as client:
+    with source, SchedulerClient(args.bootstrap, args.prefix, args.timeout, linger_ms=BULK_LINGER_MS) as client:
         summary = import_lines(client, source, args.window)
     emit(args, summary.as_json(), lambda _: summary_text(summary))
     if "TIMEOUT" in summary.rejected:

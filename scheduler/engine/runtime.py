@@ -194,6 +194,7 @@ class SchedulerProcess:
         # instant stays short for the occurrences due just after it (issue 16).
         deletes = max(1, self.config.stage_chunk // max(1, len(self.tasks)))
         for task in self.tasks.values():
+            task.admissions.send_reservations(now_ms)
             task.admissions.settle_running_slots(now_ms)
             task.timeline.materialize_due(now_ms, budget)
             task.scan.delete_staged(deletes)
