@@ -4,6 +4,7 @@ Where the broker comes from, in order: `KAFKA_BOOTSTRAP_SERVERS`; a testcontaine
 Docker engine answers; otherwise the project's own `LocalBroker` on free ports with a temporary data dir."""
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -95,6 +96,9 @@ def session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session
     try:
         yield SessionBroker(broker.bootstrap, broker)
     finally:
+        # Kafka clients the tests dropped without closing would otherwise outlive the broker and print
+        # librdkafka's "Connection refused" to stderr until the interpreter exits.
+        gc.collect()
         broker.stop()
 
 
