@@ -191,7 +191,9 @@ class Assignment:
             log.info("assigned partitions %s", sorted(self.tasks))
 
     def _open_stages(self, partitions: list[int]) -> None:
+        began = time.monotonic()
         self.stages.open(partitions)
+        log.info("stage producers of partitions %s opened in %.2f s", partitions, time.monotonic() - began)
         for partition in partitions:
             if partition not in self.pending:  # revoked meanwhile
                 self.stages.stagers.pop(partition, None)
