@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from concurrent.futures import Future
 from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
@@ -67,11 +68,11 @@ class PreviousOwners:
         """Fence the dead previous owners of `partitions`; returns their transactional ids. Best effort: a
         failure is logged and the restore waits for the broker's own abort, as it would without this."""
         try:
-            tags = self._tags(partitions)
-            if not tags:
-                return set()
-            description = self.admin.describe_consumer_groups([self.group], request_timeout=TIMEOUT_S)[
-                self.group].result(timeout=TIMEOUT_S * 2)
+            # Both questions at once: the takeover's critical path when a dead owner's turn was open.
+            offsets = self._offsets(partitions)
+            group = self.admin.describe_consumer_groups([self.group], request_timeout=TIMEOUT_S)[self.group]
+            tags = [tp.metadata for tp in offsets.result(timeout=TIMEOUT_S * 2).topic_partitions]
+            description = group.result(timeout=TIMEOUT_S * 2)
             members = {m.member_id for m in description.members}
             clients = {m.client_id for m in description.members}
             dead = dead_owners(tags, members, clients, self.own_id)
@@ -86,14 +87,15 @@ class PreviousOwners:
                         "their open turns", partitions, exc)
             return set()
 
-    def _tags(self, partitions: list[int]) -> list[str | None]:
+    def _offsets(self, partitions: list[int]) -> Future[ConsumerGroupTopicPartitions]:
         request = ConsumerGroupTopicPartitions(
             self.group, [TopicPartition(topic, p) for topic in self.inputs for p in partitions])
-        future = self.admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[self.group]
-        return [tp.metadata for tp in future.result(timeout=TIMEOUT_S * 2).topic_partitions]
+        return self.admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[self.group]
 
 
 def _abort_open_turn(common: dict[str, Any], transactional_id: str) -> None:
-    producer = Producer({**common, "transactional.id": transactional_id})
+    """The coordinator answers CONCURRENT_TRANSACTIONS until the abort is written: retry soon, not at 100 ms+."""
+    producer = Producer({**common, "transactional.id": transactional_id, "retry.backoff.ms": 10,
+                         "retry.backoff.max.ms": 50})
     producer.init_transactions(TIMEOUT_S)
     producer.flush(0)
