@@ -170,7 +170,7 @@ def run(args: argparse.Namespace, bootstrap: str, worker: LocalConnect, servers:
         f"commit every 100 ms, 3 topics x 8 partitions", f"- ledger rows seen: {len(delays)} of {sent}",
         f"- ledger delay behind the topics (poll instant - record timestamp, 250 ms polls): "
         f"p50 {statistics.median(delays):.2f} s, p99 {percentile(delays, 0.99):.2f} s, max {max(delays):.2f} s",
-        f"- PostgreSQL start (initdb + pg_ctl start -w), 3 fresh clusters: "
+        "- PostgreSQL start (initdb + pg_ctl start -w), 3 fresh clusters: "
         + ", ".join(f"{s:.2f} s" for s in pg_starts) + f" (median {statistics.median(pg_starts):.2f} s)",
         f"- Connect worker start to REST ready: cold {cold:.2f} s (internal topics created), warm restart {warm:.2f} s",
         "", "| minute (by record timestamp) | rows | p50 s | p99 s | max s |", "|---|---|---|---|---|",

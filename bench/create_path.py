@@ -63,6 +63,7 @@ def run_turns(task: SchedulerTask, records: list[tuple[bytes, bytes]], handler: 
     for first in range(0, len(records), turn):
         for offset, (key, value) in enumerate(records[first:first + turn], first):
             fn(key, value, offset, NOW_MS)
+        task.admissions.send_reservations(NOW_MS)  # as the runtime does after a turn's inputs
         out.extend(task.ctx.outbox)
         task.changelog_records()
         task.committed({})

@@ -18,101 +18,26 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scheduler.control.bulk import DEFAULT_WINDOW, CreateRequest, pipelined_creates
 from scheduler.wire.codec import Codec
-from scheduler.wire import vocabulary
-from scheduler.timing import instants
-from scheduler.control.errors import (Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable, ValidationError,
-                                      VersionConflict)
+from scheduler.control.errors import (CommandTimeout, Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable,
+                                      ValidationError, VersionConflict, error_for)
 from scheduler.wire.limits import PREVIEW_COUNT
-from scheduler.timing.spec_record import compile_spec
 from scheduler.kafka.clients import client_settings, connection
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.timing.fires import next_fires
-from scheduler.timing.spec import SpecError
+from scheduler.control.specs import (SPEC_DEFAULTS, dry_run_diff, make_spec, preview, validate_backfill, validate_spec,
+                                     with_anchor)
 from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.kafka.views import CompactedView, OccurrenceView, ScheduleView, watermarks
 
 Record = dict[str, Any]
 
+# The spec helpers and the errors are part of the client's API (`from scheduler.control.client import make_spec`).
+__all__ = ["SPEC_DEFAULTS", "CommandTimeout", "Conflict", "NotFound", "QuotaExceeded", "SchedulerClient",
+           "SchedulerError", "Unavailable", "ValidationError", "VersionConflict", "dry_run_diff", "error_for",
+           "make_spec", "preview", "validate_spec", "with_anchor"]
+
 # librdkafka cannot tell a TLS listener spoken to in plaintext from a dead broker: say what to check.
 TRANSPORT_HINT = ("is the broker up, and does the listener expect the client's security.protocol? A SASL_SSL "
                   "listener needs client_config with security.protocol=SASL_SSL, sasl.* and ssl.ca.location")
-MAX_PREVIEW = 1000
-OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
-# Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
-SPEC_DEFAULTS: Record = vocabulary.field_defaults("ScheduleSpec")
-SPEC_FIELDS = frozenset(vocabulary.field_names("ScheduleSpec"))
-
-
-class CommandTimeout(Unavailable):
-    def __init__(self, command_id: str) -> None:
-        super().__init__("TIMEOUT", f"no result for command {command_id} in time")
-
-
-ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
-    "INVALID_SPEC": ValidationError,
-    "UNKNOWN_ZONE": ValidationError,
-    "MALFORMED_RECORD": ValidationError,
-    "UNKNOWN_SCHEDULE": NotFound,
-    "UNKNOWN_OCCURRENCE": NotFound,
-    "UNKNOWN_TENANT": NotFound,
-    "VERSION_CONFLICT": VersionConflict,
-    "ALREADY_EXISTS": Conflict,
-    "INVALID_STATE": Conflict,
-    "QUOTA": QuotaExceeded,
-}
-
-
-def error_for(reason: str, message: str) -> SchedulerError:
-    """The typed error of a rejection reason; unknown reasons stay a plain SchedulerError."""
-    return ERRORS_BY_REASON.get(reason, SchedulerError)(reason, message)
-
-
-def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any) -> Record:
-    """A full ScheduleSpec record; unknown fields are an error, not silently ignored."""
-    unknown = set(fields) - SPEC_FIELDS
-    if unknown:
-        raise ValueError(f"unknown spec fields: {sorted(unknown)}")
-    return {**SPEC_DEFAULTS, **fields, "kind": kind.upper(), "expression": expression, "time_zone": time_zone}
-
-
-def validate_spec(spec: Record) -> None:
-    try:
-        compile_spec(spec)
-    except SpecError as exc:
-        reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
-        raise ValidationError(reason, f"{exc.field}: {exc.message}") from exc
-    except (OverflowError, ValueError) as exc:  # an instant outside the calendar's years 1..9999
-        raise ValidationError("INVALID_SPEC", str(exc)) from exc
-
-
-def with_anchor(spec: Record, now_ms: int) -> Record:
-    """A RATE spec without anchor_at_ms or start_at_ms counts its periods from now (to the second)."""
-    if spec.get("kind") == "RATE" and spec.get("anchor_at_ms") is None and spec.get("start_at_ms") is None:
-        return {**spec, "anchor_at_ms": now_ms - now_ms % 1000}
-    return spec
-
-
-def preview(spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None, fired_before: int = 0) -> list[int]:
-    """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
-    after = int(time.time() * 1000) if after_ms is None else after_ms
-    spec = with_anchor(spec, after)
-    validate_spec(spec)
-    if not 0 <= count <= MAX_PREVIEW:
-        raise ValidationError("INVALID_SPEC", f"count: must be between 0 and {MAX_PREVIEW}")
-    try:
-        fires = next_fires(compile_spec(spec), instants.to_datetime(after), count, fired_before)
-    except (OverflowError, ValueError) as exc:  # instants past the calendar's range (year 1..9999)
-        raise ValidationError("INVALID_SPEC", f"preview: {exc}") from exc
-    return [instants.to_ms(f.scheduled_for) for f in fires]
-
-
-def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: str | None) -> None:
-    if from_ms > to_ms:
-        raise ValidationError("INVALID_SPEC", "backfill: the range starts after it ends")
-    if to_ms > now_ms:
-        raise ValidationError("INVALID_SPEC", "backfill: the range must lie in the past")
-    if overlap_override is not None and overlap_override not in OVERLAP_POLICIES:
-        raise ValidationError("INVALID_SPEC", f"overlap_override: one of {sorted(OVERLAP_POLICIES)}")
 
 
 @dataclass
@@ -124,6 +49,9 @@ class SchedulerClient:
     timeout_s: float = 30.0
     # librdkafka settings for every Kafka client of this client, e.g. SASL_SSL credentials and CA file.
     client_config: Mapping[str, str] | None = None
+    # How long the producer gathers commands into one batch: short for one command waited for, longer for a
+    # bulk load (scheduler.control.bulk.BULK_LINGER_MS), where fewer, larger produce requests save broker CPU.
+    linger_ms: float = 2.0
 
     def __post_init__(self) -> None:
         self.codec = Codec.default()
@@ -131,7 +59,7 @@ class SchedulerClient:
         topology = Topology.load()
         self.commands_topic = topology.topic_name("commands", self.prefix)
         self.results_topic = topology.topic_name("command-results", self.prefix)
-        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": 2,
+        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": self.linger_ms,
                                                           **PRODUCER_PARTITIONER_CONF}))
         self.consumer = Consumer(client_settings(common, {"group.id": f"client-{uuid.uuid4()}",
                                                           "enable.auto.commit": False,
@@ -376,17 +304,6 @@ class SchedulerClient:
 
     def preview(self, spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None) -> list[int]:
         return preview(spec, count, after_ms)
-
-
-def dry_run_diff(current: Record, spec: Record, now_ms: int, count: int = PREVIEW_COUNT) -> Record:
-    """What an UPDATE of `current` to `spec` would change, as the next fires before and after."""
-    fired = current["fired_count"]
-    return {
-        "schedule_id": current["schedule_id"], "version": current["version"], "state": current["state"],
-        "dry_run": True,
-        "before_ms": preview(current["spec"], count, now_ms, fired),
-        "after_ms": preview(spec, count, now_ms, fired),
-    }
 
 
 def _accepted(result: Record) -> Record:

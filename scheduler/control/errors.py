@@ -33,3 +33,27 @@ class QuotaExceeded(SchedulerError):
 
 class Unavailable(SchedulerError):
     """The scheduler's topics are missing or the cluster cannot be reached."""
+
+
+class CommandTimeout(Unavailable):
+    def __init__(self, command_id: str) -> None:
+        super().__init__("TIMEOUT", f"no result for command {command_id} in time")
+
+
+ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
+    "INVALID_SPEC": ValidationError,
+    "UNKNOWN_ZONE": ValidationError,
+    "MALFORMED_RECORD": ValidationError,
+    "UNKNOWN_SCHEDULE": NotFound,
+    "UNKNOWN_OCCURRENCE": NotFound,
+    "UNKNOWN_TENANT": NotFound,
+    "VERSION_CONFLICT": VersionConflict,
+    "ALREADY_EXISTS": Conflict,
+    "INVALID_STATE": Conflict,
+    "QUOTA": QuotaExceeded,
+}
+
+
+def error_for(reason: str, message: str) -> SchedulerError:
+    """The typed error of a rejection reason; unknown reasons stay a plain SchedulerError."""
+    return ERRORS_BY_REASON.get(reason, SchedulerError)(reason, message)

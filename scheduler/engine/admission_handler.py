@@ -34,14 +34,33 @@ class Admissions:
         if request["kind"] == "RELEASE":
             running_slots.set_active_count(ctx.txn, tenant, max(0, count - 1))
             return
+        many = request["schedule_ids"]
+        partition = request["partition"]
+        if many and (partition is None or not 0 <= partition < self.partitions):
+            log.warning("reservation of %d schedules of %s for partition %s ignored", len(many), tenant, partition)
+            return
         quota = ctx.tenants.max_active_schedules(tenant)
-        granted = count < quota
+        asked = many or [request["schedule_id"]]
+        granted = max(0, min(len(asked), quota - count))  # in their order: the first ones get the slots left
         if granted:
-            count += 1
+            count += granted
             running_slots.set_active_count(ctx.txn, tenant, count)
-        ctx.emit(ctx.topics.admission_results, "AdmissionResult", request["schedule_id"].encode(), {
-            "tenant": tenant, "schedule_id": request["schedule_id"], "granted": granted,
-            "active_schedules": count, "max_active_schedules": quota, "decided_at_ms": now_ms})
+        answer = {"tenant": tenant, "schedule_id": request["schedule_id"], "granted": granted == len(asked),
+                  "active_schedules": count, "max_active_schedules": quota, "decided_at_ms": now_ms}
+        if many:
+            ctx.emit(ctx.topics.admission_results, "AdmissionResult", tenant.encode(),
+                     {**answer, "granted_ids": many[:granted], "refused_ids": many[granted:]}, partition)
+        else:
+            ctx.emit(ctx.topics.admission_results, "AdmissionResult", request["schedule_id"].encode(), answer)
+
+    def send_reservations(self, now_ms: int) -> None:
+        """After the turn's inputs: one RESERVE per tenant for every new schedule of this turn (`ctx.reserve`)."""
+        ctx = self.ctx
+        for tenant, schedule_ids in ctx.reservations.items():
+            ctx.emit(ctx.topics.admissions, "AdmissionRequest", tenant.encode(), {
+                "tenant": tenant, "schedule_id": "", "kind": "RESERVE", "requested_at_ms": now_ms,
+                "partition": ctx.partition, "schedule_ids": schedule_ids})
+        ctx.reservations = {}
 
     def _running_slot_request(self, request: Record, now_ms: int) -> None:
         """The tenant's running-slot ledger: record the wish or the returned slots, send out what changes."""
@@ -74,15 +93,27 @@ class Admissions:
         if answer["running_slots"] is not None:
             self.slots.granted(ctx.txn, answer["tenant"], answer["running_slots"])
             return
-        state = ctx.schedule(answer["schedule_id"])
+        if not answer["granted_ids"] and not answer["refused_ids"]:
+            self._answered(answer["schedule_id"], answer["granted"], answer, now_ms)
+            return
+        for schedule_id in answer["granted_ids"]:
+            self._answered(schedule_id, True, answer, now_ms)
+        for schedule_id in answer["refused_ids"]:
+            self._answered(schedule_id, False, answer, now_ms)
+
+    def _answered(self, schedule_id: str, granted: bool, answer: Record, now_ms: int) -> None:
+        """A PENDING schedule's slot granted (it becomes ACTIVE) or refused (it is forgotten); its CREATEs answered."""
+        ctx = self.ctx
+        key = schedule_id.encode()
+        state = ctx.schedule(schedule_id)
         if state is None or state["state"] != "PENDING" or state["tenant"] != answer["tenant"]:
-            if answer["granted"]:  # nobody waits for this slot any more: give it back so the count stays exact
-                ctx.admission({"tenant": answer["tenant"], "schedule_id": answer["schedule_id"]}, "RELEASE", now_ms)
+            if granted:  # nobody waits for this slot any more: give it back so the count stays exact
+                ctx.admission({"tenant": answer["tenant"], "schedule_id": schedule_id}, "RELEASE", now_ms)
             return
         waiters = state["admission_waiters"]
         base = {"type": "CREATE", "schedule_id": state["schedule_id"], "tenant": state["tenant"]}
-        if not answer["granted"]:
-            ctx.txn.delete("schedules", state["schedule_id"].encode())
+        if not granted:
+            ctx.txn.delete("schedules", key)
             message = (f"tenant {state['tenant']!r} has {answer['active_schedules']} active schedules, "
                        f"its quota is {answer['max_active_schedules']}")
             for command_id in waiters:

@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="serve Prometheus metrics on this port at /metrics (0: disabled)")
     run.add_argument("--dispatch-budget", type=int, default=20_000,
                      help="occurrences sent per transaction at most (the rest follow in the next turns)")
+    run.add_argument("--input-batch", type=int, default=1_000,
+                     help="input records a turn (one transaction) takes at most: more amortizes a transaction's "
+                          "cost over more commands in a bulk load, and makes each turn, and so dispatch, wait longer")
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
                           "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
@@ -76,6 +79,7 @@ def _run(args: argparse.Namespace) -> int:
         instance_id=args.instance_id,
         horizon_ms=int(args.horizon * 1000),
         dispatch_budget=args.dispatch_budget,
+        input_batch=args.input_batch,
         stage_min=args.stage_min,
         stage_rate_per_s=args.stage_rate,
         stage_produce_rate_per_s=args.stage_produce_rate,

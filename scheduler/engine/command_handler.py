@@ -52,7 +52,7 @@ class Commands:
         if decision.result is None:
             ctx.save(decision.state)
             if decision.reserve:
-                ctx.admission(decision.state, "RESERVE", now_ms)
+                ctx.reserve(decision.state)
             return
         if decision.state is not None and decision.result["status"] == "ACCEPTED":
             try:

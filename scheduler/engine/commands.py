@@ -18,7 +18,7 @@ from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import ScheduleSpec, SpecError
-from scheduler.wire.limits import MAX_BACKFILL, PREVIEW_COUNT
+from scheduler.wire.limits import PREVIEW_COUNT
 from scheduler.wire.topology import InvalidNameError, validate_name_part
 
 MAX_SCHEDULE_ID_LENGTH = 200

@@ -118,9 +118,9 @@ class DueScan:
         pause): committing the change while the stage still holds the old occurrence would let the stage
         send it after the change's ACCEPTED result."""
         staged = self._staged
-        if staged is None or not staged.sent_keys:
+        if staged is None or not staged.sent:
             return False
-        return any(key in staged.sent_keys for key in self.ctx.txn.changes["timeline"])
+        return any(staged.holds(key) for key in self.ctx.txn.changes["timeline"])
 
     def stage_dropped(self) -> None:
         self._staged, self._staged_puts = None, {}

@@ -1,20 +1,28 @@
 """What a turn produces: every task's outbox and changelog records, in the turn's transaction."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import WAKE_HEADER
 from scheduler.kafka.transactional import TransactionalProducer
+from scheduler.wire.partitioning import partition_for
 
 
-def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTask]) -> dict[int, dict[str, int]]:
-    """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint."""
+def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTask],
+                    held: Mapping[str, TopicLayout]) -> dict[int, dict[str, int]]:
+    """Produce every task's outbox and changelog; returns the changelog offsets to checkpoint. The topics of
+    an open stage (`held`) take their ordinary occurrences on the partitions it left free (stage_layout)."""
     offsets: dict[int, dict[str, int]] = {}
     produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
     for task in tasks:
         for topic, key, value, partition in task.ctx.outbox:
+            if partition is None and held:
+                layout = held.get(topic)
+                if layout is not None:
+                    partition = layout.reroute(partition_for(key, layout.partitions))
             if partition is None:
                 produce(topic, value, key)
             else:

@@ -68,7 +68,8 @@ class SchedulerProcess:
         self._consumer_conf = consumer_conf(common, group, self._transactional_id)
         self.consumer = Consumer(self._consumer_conf)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
-        self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock)
+        self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock,
+                                  (self.topology.topics["occurrences"].partitions, self.topology.schedule_partitions))
         self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
                                  self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
@@ -146,7 +147,7 @@ class SchedulerProcess:
             # A backlog of heartbeats is not silence: leases expire only in a turn that drained its inputs.
             self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch)
             self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
-            changelog_offsets = produce_outputs(producer, self.tasks.values())
+            changelog_offsets = produce_outputs(producer, self.tasks.values(), self.stages.held())
             phases.append(time.perf_counter())
             if next_offsets:
                 tag = owner_tag(self._transactional_id, self.consumer.memberid() or "")
@@ -197,6 +198,7 @@ class SchedulerProcess:
         # instant stays short for the occurrences due just after it (issue 16).
         deletes = max(1, self.config.stage_chunk // max(1, len(self.tasks)))
         for task in self.tasks.values():
+            task.admissions.send_reservations(now_ms)
             task.admissions.settle_running_slots(now_ms)
             task.timeline.materialize_due(now_ms, budget)
             task.scan.delete_staged(deletes)

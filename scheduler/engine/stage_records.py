@@ -9,13 +9,17 @@ operations an entry.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
+from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.staging import StagedPartition
 from scheduler.engine.timeline_keys import PLAIN_OVERLAP
 
 # One (topic, partition) of a stage: the records' values and keys, in timeline order.
 Group = tuple[list[bytes], list[bytes]]
+Run = tuple[str, "int | None", list[bytes], list[bytes]]  # (topic, partition or None for the key's, values, keys)
+SLICE_RECORDS = 2_000  # records produced between two looks at the clock
 NEVER = -1  # a tenant's allowance when none of its entries may be staged (running-slot quota, no tokens)
 
 
@@ -25,7 +29,7 @@ def prepare(items: Iterable[tuple[bytes, bytes]], part: StagedPartition, share: 
     appending those let through to `groups` (topic bytes -> values, keys). `left` holds each tenant's
     remaining allowance (tenant bytes -> tokens); `refill(tenant)` grants the next block or NEVER.
     Returns how many entries were scanned."""
-    sent, sent_keys = part.sent, part.sent_keys
+    sent = part.sent
     scanned = 0
     last = None
     for key, raw in items:
@@ -56,7 +60,6 @@ def prepare(items: Iterable[tuple[bytes, bytes]], part: StagedPartition, share: 
         group[0].append(raw[end + 4:])
         group[1].append(schedule_id)
         sent.append(key)
-        sent_keys.add(key)
     else:
         part.done = True
     if last is not None:
@@ -64,29 +67,70 @@ def prepare(items: Iterable[tuple[bytes, bytes]], part: StagedPartition, share: 
     return scanned
 
 
-def produce_order(prepared: dict[int, dict[bytes, Group]]) -> list[tuple[str, list[bytes], list[bytes]]]:
-    """(topic, values, keys) per occurrence partition, the largest first. A stage holds back a partition's
-    readers from its first record there until the commit, and occurrence partition p is schedule partition
-    p (both by murmur2 of the schedule id, 8 of each), so producing one partition's records together and the
-    small ones last holds the many small partitions (the small tenants') for the shortest time."""
-    groups = [(topic.decode(), values, keys) for by_topic in prepared.values()
-              for topic, (values, keys) in by_topic.items()]
-    groups.sort(key=lambda group: len(group[1]), reverse=True)
-    return groups
+def by_topic(prepared: dict[int, dict[bytes, Group]]) -> dict[str, Group]:
+    """The prepared records of every schedule partition, per occurrence topic."""
+    merged: dict[str, Group] = {}
+    for groups in prepared.values():
+        for topic, (values, keys) in groups.items():
+            into = merged.setdefault(topic.decode(), ([], []))
+            into[0].extend(values)
+            into[1].extend(keys)
+    return merged
 
 
-def produce_all(produce: Callable[..., None], poll: Callable[[float], object],
-                groups: list[tuple[str, list[bytes], list[bytes]]], timestamp_ms: int) -> None:
-    """Produce every prepared record with the instant as its timestamp; a full local queue waits for room."""
-    for topic, values, keys in groups:
+def produce_order(merged: dict[str, Group], layouts: Mapping[str, TopicLayout]) -> list[Run]:
+    """(topic, partition, values, keys) runs, the largest first: each topic's records over the partitions
+    its layout stages them in (`stage_layout`), or left to the key's partition when it has none. A stage holds
+    back a partition's readers from its first record there until the commit, so the many small runs (the
+    small tenants') come last and are held for the shortest time."""
+    runs: list[Run] = []
+    for topic, (values, keys) in merged.items():
+        layout = layouts.get(topic)
+        if layout is None:
+            runs.append((topic, None, values, keys))
+        else:
+            runs.extend((topic, partition, v, k) for partition, v, k in layout.split(values, keys))
+    runs.sort(key=lambda run: len(run[2]), reverse=True)
+    return runs
+
+
+@dataclass
+class Pending:
+    """A stage's runs still to produce, and where the last slice stopped."""
+
+    runs: list[Run]
+    run: int = 0
+    record: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.run >= len(self.runs)
+
+
+def produce_some(produce: Callable[..., None], poll: Callable[[float], object], pending: Pending,
+                 timestamp_ms: int, until: float, clock: Callable[[], float]) -> None:
+    """Produce pending records, with the instant as their timestamp, until `clock()` reaches `until` or all are
+    produced; the next call resumes there. A stage is produced in such slices between turns, so that the turns
+    dispatching the occurrences around it are not held up by a produce of hundreds of thousands of records.
+    A full local queue waits for room."""
+    while not pending.done:
+        topic, partition, values, keys = pending.runs[pending.run]
+        where = {} if partition is None else {"partition": partition}
         n = len(values)
-        i = 0
+        i = pending.record
         while i < n:
+            stop = min(n, i + SLICE_RECORDS)
             try:
-                for i in range(i, n):  # noqa: B020 -- resumes at the record the full queue refused
-                    produce(topic, values[i], keys[i], timestamp=timestamp_ms)
-                i = n
+                for i in range(i, stop):  # noqa: B020 -- resumes at the record the full queue refused
+                    produce(topic, values[i], keys[i], timestamp=timestamp_ms, **where)
+                i = stop
             except BufferError:
                 poll(0.05)
+            if i < n and clock() >= until:
+                pending.record = i
+                poll(0)
+                return
+        pending.run, pending.record = pending.run + 1, 0
         poll(0)
-
+        if clock() >= until:
+            return

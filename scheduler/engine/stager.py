@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.engine import stage_records, staging, timeline_keys
+from scheduler.engine import stage_layout, stage_records, staging
+from scheduler.engine.burst_count import BurstCounter
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
+from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.kafka.transactional import TransactionalProducer
@@ -29,8 +30,10 @@ class StageRunner:
     (no turn's transaction is open then), and dropped when a turn would contradict it or its partitions move."""
 
     def __init__(self, config: EngineConfig, producer_conf: Mapping[str, Any], tasks: dict[int, SchedulerTask],
-                 trigger_limits: RateLimits, metrics: EngineMetrics, clock: Callable[[], float]) -> None:
+                 trigger_limits: RateLimits, metrics: EngineMetrics, clock: Callable[[], float],
+                 partitions: tuple[int, int]) -> None:
         self.config = config
+        self.occurrence_partitions, self.schedule_partitions = partitions
         self.producer_conf = dict(producer_conf)
         self.tasks = tasks  # the process's tasks, shared: partitions come and go with the group
         self.trigger_limits = trigger_limits
@@ -40,21 +43,34 @@ class StageRunner:
         self.stage: Stage | None = None
         self.rate_per_s = config.stage_rate_per_s
         self.produce_rate_per_s = config.stage_produce_rate_per_s
-        self._burst_counts: tuple[int, dict[int, int]] | None = None  # (counted at ms, due_ms -> strict entries)
+        self.bursts = BurstCounter()
         self._nothing_at: int | None = None  # an instant whose stage found nothing stageable: not staged again
+        self._pending = stage_records.Pending([])  # the producing stage's records not yet produced
+
+    def held(self) -> dict[str, TopicLayout]:
+        """The layouts of the open stage's topics (`stage_layout`): the turns send those topics' ordinary
+        occurrences to the partitions it left free until its commit."""
+        stage = self.stage
+        return stage.layouts if stage is not None and stage.producing else {}
 
     @property
     def filling(self) -> bool:
-        return self.stage is not None and not self.stage.complete
+        """Counting bursts, preparing, or producing in slices: the main loop must come back at once."""
+        stage = self.stage
+        if stage is None:
+            return self.bursts.sweeping
+        return not stage.complete or (stage.producing and stage.produce_s is None)
 
     def forget(self, partitions: list[int]) -> None:
         """Revoked partitions: a stage covering one is dropped, their producers closed."""
+        self.bursts.reset()
         if self.stage is not None and set(partitions) & self.stage.partitions.keys():
             self.drop(f"partitions {partitions} revoked")
         for partition in partitions:
             self.stagers.pop(partition, None)
 
     def close(self) -> None:
+        self.bursts.reset()
         self.drop("the process is stopping")
         self.stagers.clear()
 
@@ -75,23 +91,19 @@ class StageRunner:
         elif stage.producing:
             if now_ms >= stage.due_ms:
                 self._commit()
+            elif stage.produce_s is None:
+                self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
         elif not stage.complete:
             self._prepare(stage)
 
     def _next_burst(self, now_ms: int) -> int | None:
         """The instant of a strict burst to stage now, if any. Every instant within the longest lead is
         counted (not just the next one: a burst often comes after smaller instants of steady traffic),
-        again every COUNT_EVERY_MS."""
+        again every COUNT_EVERY_MS, a slice between two turns (burst_count.py)."""
         if self.config.stage_min <= 0 or not self.tasks:
             return None
-        if self._burst_counts is None or now_ms - self._burst_counts[0] >= staging.COUNT_EVERY_MS:
-            start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
-            end = staging.instant_range(now_ms + self.config.stage_max_lead_ms)[1]
-            counts: Counter[int] = Counter()
-            for task in self.tasks.values():
-                counts.update(timeline_keys.due_ms_of(key) for key in task.store.keys_from("timeline", start, end))
-            self._burst_counts = (now_ms, dict(counts))
-        counts = {due: n for due, n in self._burst_counts[1].items() if due != self._nothing_at}
+        self.bursts.step((task.store for task in self.tasks.values()), now_ms, self.config.stage_max_lead_ms)
+        counts = {due: n for due, n in self.bursts.counts.items() if due != self._nothing_at}
         return staging.choose(counts, now_ms, self.config.stage_min, self.rate_per_s, self.config.stage_max_lead_ms,
                               self.produce_rate_per_s)
 
@@ -116,7 +128,7 @@ class StageRunner:
     def _begin(self, due_ms: int, now_ms: int) -> Stage:
         """A stage in memory only: no transaction until its produce window."""
         first, end = staging.instant_range(due_ms)
-        counted = self._burst_counts[1].get(due_ms, 0) if self._burst_counts else 0
+        counted = self.bursts.counts.get(due_ms, 0)
         stage = self.stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
                                     min(self.tasks), expected=counted)
         log.info("staging the burst due at %d (%d entries, %.1f s ahead)", due_ms, counted, (due_ms - now_ms) / 1000)
@@ -170,23 +182,46 @@ class StageRunner:
             self.stagers[partition] = self._new_stager(partition)
         stager = self.stagers[partition]
         started = time.perf_counter()
+        merged = stage_records.by_topic(stage.prepared)
+        stage.prepared = {}
+        mine = stage_layout.writable(self.occurrence_partitions, self.schedule_partitions, stage.partitions)
+        if mine is not None:
+            stage.layouts = {topic: stage_layout.plan(topic, len(values), mine, self.occurrence_partitions)
+                             for topic, (values, _) in merged.items()}
         stage.produced_ms = int(self.clock() * 1000)
         stager.begin()
-        stage_records.produce_all(stager.raw.produce, stager.raw.poll, stage_records.produce_order(stage.prepared),
-                                  stage.due_ms)
-        stage.prepared = {}
-        try:
-            stager.flush(self.config.transaction_timeout_ms / 1000)
-        except KafkaException as exc:
-            self.drop(f"its records were not delivered: {exc.args[0]}")
-            return
-        stage.produce_s = time.perf_counter() - started
-        log.info("produced the stage due at %d: %d occurrences in %.2f s, %d ms before it", stage.due_ms,
-                 stage.count, stage.produce_s, stage.due_ms - int(self.clock() * 1000))
+        self._pending = stage_records.Pending(stage_records.produce_order(merged, stage.layouts))
+        stage.produce_work_s = time.perf_counter() - started
+        self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
+
+    def _produce_slice(self, stage: Stage, until: float) -> None:
+        """Produce the stage's next slice of records; once all are delivered, its produce time is known."""
+        stager = self.stagers[stage.producer_partition]
+        started = time.perf_counter()
+        stage_records.produce_some(stager.raw.produce, stager.raw.poll, self._pending, stage.due_ms, until,
+                                   time.perf_counter)
+        if self._pending.done and until == float("inf"):
+            try:
+                stager.flush(self.config.transaction_timeout_ms / 1000)
+            except KafkaException as exc:
+                stage.produce_work_s += time.perf_counter() - started
+                self.drop(f"its records were not delivered: {exc.args[0]}")
+                return
+        elif self._pending.done:
+            stager.raw.poll(0)
+        stage.produce_work_s += time.perf_counter() - started
+        if self._pending.done and len(stager.raw) == 0:
+            stage.produce_s = self.clock() - (stage.produced_ms or 0) / 1000
+            log.info("produced the stage due at %d: %d occurrences in %.2f s, %d ms before it", stage.due_ms,
+                     stage.count, stage.produce_s, stage.due_ms - int(self.clock() * 1000))
 
     def _commit(self) -> None:
         stage = self.stage
         assert stage is not None
+        if stage.produce_s is None:  # the instant came first: the rest now, late rather than never
+            self._produce_slice(stage, float("inf"))
+            if self.stage is not stage:
+                return
         started = time.perf_counter()
         try:
             self.stagers[stage.producer_partition].commit(self.config.transaction_timeout_ms / 1000,
@@ -202,17 +237,18 @@ class StageRunner:
                                     (stage.produce_rate_per_s(), "produce_rate_per_s")):
             if measured is not None:
                 setattr(self, attribute, measured)
-        self.stage = None
+        self.stage, self._pending = None, stage_records.Pending([])
         self.metrics.staged(stage.due_ms, visible_ms, stage.count, commit_s)
-        work_s = stage.prepare_s + (stage.produce_s or 0.0) + commit_s
+        work_s = stage.prepare_s + stage.produce_work_s + commit_s
         log.info("committed the staged burst due at %d: %d occurrences visible %d ms after it; its transaction "
                  "was open %d ms; work: prepare %.3f s, produce %.3f s, commit %.3f s: %.0f occurrences/s",
                  stage.due_ms, stage.count, visible_ms - stage.due_ms, visible_ms - (stage.produced_ms or visible_ms),
-                 stage.prepare_s, stage.produce_s or 0.0, commit_s, stage.count / max(work_s, 0.001))
+                 stage.prepare_s, stage.produce_work_s, commit_s, stage.count / max(work_s, 0.001))
 
     def drop(self, reason: str) -> None:
         """Abort the stage: its occurrences are still in the timeline and go the ordinary way."""
         stage, self.stage = self.stage, None
+        self._pending = stage_records.Pending([])
         if stage is None:
             return
         log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)

@@ -41,10 +41,12 @@ Pure: the runtime produces and commits, this module decides and keeps count.
 """
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
 from scheduler.engine.overlap import ALLOW
+from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.timeline_keys import DISPATCH, lane_bound
 
 COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are counted again
@@ -53,6 +55,7 @@ LEAD_SLACK_MS = 3_000  # added to every lead: time to commit, and a window wide 
 LEAD_FACTOR = 1.5   # the lead covers the staging time this many times over
 PRODUCE_FACTOR = 1.25  # the produce window covers the measured produce time this many times over
 PRODUCE_MARGIN_MS = 500  # added to every produce window: the first records' round trip, a loaded core
+PRODUCE_SLICE_S = 0.05  # a stage's records are produced in slices this long, with the turns in between
 PRODUCE_MAX_MS = 10_000  # the longest produce window: a larger burst is committed late rather than hold longer
 TOKEN_BLOCK = 4_096  # trigger-rate tokens a stage takes for a tenant at a time; what it does not use goes back
 
@@ -122,12 +125,17 @@ class StagedPartition:
     end: bytes                     # after its last key
     cursor: bytes = field(init=False)  # the next key to look at
     sent: list[bytes] = field(default_factory=list)  # timeline keys prepared so far, in key order
-    sent_keys: set[bytes] = field(default_factory=set)  # the same, for changes that would contradict it
     first_skipped: bytes | None = None  # the first entry left to ordinary dispatch
     done: bool = False
 
     def __post_init__(self) -> None:
         self.cursor = self.start
+
+    def holds(self, key: bytes) -> bool:
+        """Whether `key` is among the entries prepared (a binary search: `sent` is in key order, and a set
+        beside it cost a tenth of the preparation's time for a check that runs only on a turn's changes)."""
+        i = bisect.bisect_left(self.sent, key)
+        return i < len(self.sent) and self.sent[i] == key
 
     def resume_floor(self) -> bytes:
         """Where the partition's dispatch scan may start once the stage's entries are gone: at the first
@@ -150,8 +158,10 @@ class Stage:
     # topic -> (values, keys): stage_records.prepare
     left: dict[bytes, int] = field(default_factory=dict)  # tokens taken and not yet used, per tenant (bytes)
     prepare_s: float = 0.0  # seconds of work preparing (not the wall time of the lead: turns run in between)
-    produce_s: float | None = None  # begin to flushed; None until its transaction is begun
+    produce_s: float | None = None  # begin to all delivered (wall time, turns in between); None until then
+    produce_work_s: float = 0.0  # seconds of work producing (the slices, and any wait for delivery at the instant)
     produced_ms: int | None = None  # when the transaction was begun (from then on it holds back readers)
+    layouts: dict[str, TopicLayout] = field(default_factory=dict)  # topic -> where its records go (stage_layout)
 
     @property
     def count(self) -> int:

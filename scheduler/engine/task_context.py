@@ -62,6 +62,7 @@ class TaskContext:
         self.tenants_used: set[str] = set()  # tenants whose topics this turn's records need
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
+        self.reservations: dict[str, list[str]] = {}  # tenant -> new schedules waiting for a slot, in command order
         self._last_saved: tuple[Record | None, bytes] = (None, b"")  # the state `save` encoded last, for `publish`
 
     # -- out --------------------------------------------------------------------------
@@ -88,8 +89,13 @@ class TaskContext:
         self.outbox.append((self.tenants.topic("schedule-view", state["tenant"], None), state["schedule_id"].encode(),
                             value, None))
 
+    def reserve(self, state: Record) -> None:
+        """Ask for a slot for a new schedule: the turn's asks of one tenant go out as one request at its end
+        (`Admissions.send_reservations`), so a bulk load costs one round trip per tenant and turn, not per create."""
+        self.reservations.setdefault(state["tenant"], []).append(state["schedule_id"])
+
     def admission(self, state: Record, kind: str, now_ms: int) -> None:
-        """Reserve or release one of the tenant's active-schedule slots (counted by the tenant's partition)."""
+        """Release (or reserve) one of the tenant's active-schedule slots (counted by the tenant's partition)."""
         self.emit(self.topics.admissions, "AdmissionRequest", state["tenant"].encode(), {
             "tenant": state["tenant"], "schedule_id": state["schedule_id"], "kind": kind, "requested_at_ms": now_ms})
 

@@ -64,10 +64,14 @@ class Codec:
         self._versions: dict[str, SchemaVersion] = {}
         self._writers: dict[str, tuple[bytes, Any]] = {}
         self._readers: dict[bytes, _Reader] = {}
+        self._branches: dict[str, dict[str, str]] = {}
         for version in current.values():
+            branches = _record_branches(version.parsed)
             for alias in (version.name, version.short_name):
                 self._versions[alias] = version
                 self._writers[alias] = (MAGIC + version.fingerprint, version.parsed)
+                if branches:
+                    self._branches[alias] = branches
         for version in history:
             now = current.get(version.name)
             if now is not None and version.fingerprint != now.fingerprint:
@@ -96,10 +100,15 @@ class Codec:
             header, parsed = self._writers[name]
         except KeyError:
             raise ValueError(f"unknown record name {name!r}") from None
-        out = io.BytesIO()
-        out.write(header)
-        schemaless_writer(out, parsed, record)
-        return out.getvalue()
+        branches = self._branches.get(name)
+        if branches:  # name the union branch: fastavro would otherwise validate the whole record to find it
+            named = {**record, **{field: (branch, record[field]) for field, branch in branches.items()
+                                  if isinstance(record.get(field), dict)}}
+            try:
+                return _write(header, parsed, named)
+            except (TypeError, ValueError, KeyError):
+                pass  # a record that does not fit: the plain path below raises what it always raised
+        return _write(header, parsed, record)
 
     def decode(self, name: str, data: bytes) -> dict[str, Any]:
         expected = self.schema(name).short_name
@@ -123,6 +132,27 @@ class Codec:
                 "written with a schema that is neither in schemas/ nor in schemas/history/"
             )
         return reader
+
+
+def _write(header: bytes, parsed: Any, record: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    out.write(header)
+    schemaless_writer(out, parsed, record)
+    return out.getvalue()
+
+
+def _record_branches(parsed: Any) -> dict[str, str]:
+    """Top-level fields typed null-or-one-record (Command.spec): field -> the record's full name."""
+    found = {}
+    for field in parsed.get("fields", []):
+        kind = field["type"]
+        if isinstance(kind, list) and len(kind) == 2 and "null" in kind:
+            branch = next(b for b in kind if b != "null")
+            if isinstance(branch, dict) and branch.get("type") == "record":
+                found[field["name"]] = branch["name"]
+            elif isinstance(branch, str) and parsed["__named_schemas"].get(branch, {}).get("type") == "record":
+                found[field["name"]] = branch
+    return found
 
 
 def _framing_problem(data: bytes) -> str:

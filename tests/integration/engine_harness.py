@@ -146,6 +146,7 @@ class Received:
     topic: str
     timestamp_ms: int
     seen_ms: int
+    partition: int
 
 
 @dataclass
@@ -177,7 +178,7 @@ class TopicReader:
                 if msg.error():
                     continue
                 item = Received(CODEC.decode(self.schema, msg.value()), msg.topic(), msg.timestamp()[1],
-                                int(time.time() * 1000))
+                                int(time.time() * 1000), msg.partition())
                 fresh.append(item)
         self.received.extend(fresh)
         return fresh

@@ -2,7 +2,6 @@
 EXDATE is skipped (never planned) and recorded as an EXCLUDED occurrence event right away."""
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 

@@ -149,3 +149,69 @@ def test_trigger_of_an_unknown_schedule_and_rerun_of_an_unfinished_occurrence_ar
     task.handlers["commands"](b"busy", CODEC.encode("Command", rerun), 1, START)
     reasons = {r["command_id"]: r.get("reason") for r in outputs(task, "results", "CommandResult")}
     assert reasons["c1"] == "UNKNOWN_SCHEDULE" and reasons["c2"] == "UNKNOWN_OCCURRENCE"
+
+
+def create(schedule_id: str, command_id: str, tenant: str = "acme") -> bytes:
+    return CODEC.encode("Command", {
+        "command_id": command_id, "type": "CREATE", "schedule_id": schedule_id, "tenant": tenant,
+        "idempotency_key": None, "expected_version": None, "spec": make_spec("cron", "0 3 1 1 *"),
+        "occurrence_id": None, "issued_at_ms": START, "backfill_from_ms": None, "backfill_to_ms": None,
+        "overlap_override": None})
+
+
+def test_a_turn_of_creates_asks_once_per_tenant_and_the_answer_grants_in_order_up_to_the_quota(task):
+    for n, (sid, tenant) in enumerate([("a1", "acme"), ("b1", "beta"), ("a2", "acme"), ("a3", "acme")]):
+        task.handlers["commands"](sid.encode(), create(sid, f"c-{sid}", tenant), n, START)
+    assert outputs(task, "admissions", "AdmissionRequest") == [], "asked only once the turn's inputs are in"
+    task.admissions.send_reservations(START)
+    asks = outputs(task, "admissions", "AdmissionRequest")
+    assert [(a["tenant"], a["kind"], a["schedule_ids"], a["partition"]) for a in asks] == [
+        ("acme", "RESERVE", ["a1", "a2", "a3"], 0), ("beta", "RESERVE", ["b1"], 0)]
+    raw_asks = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admissions"]
+    task.committed({})
+    for n, (key, value) in enumerate(raw_asks):  # this partition also counts the tenants (one partition)
+        task.handlers["admissions"](key, value, n, START + 1)
+    answers = [(topic, key, value, partition) for topic, key, value, partition in task.ctx.outbox
+               if topic == "admission-results"]
+    decoded = [CODEC.decode("AdmissionResult", value) for _, _, value, _ in answers]
+    assert [(a["tenant"], a["granted_ids"], a["refused_ids"], a["active_schedules"]) for a in decoded] == [
+        ("acme", ["a1", "a2"], ["a3"], 2), ("beta", ["b1"], [], 1)], "quota 2: the first two of acme get a slot"
+    assert [(key, partition) for _, key, _, partition in answers] == [(b"acme", 0), (b"beta", 0)]
+    task.committed({})
+    for n, (_, key, value, _) in enumerate(answers):
+        task.handlers["admission-results"](key, value, n, START + 2)
+    results = {r["command_id"]: (r["status"], r["reason"], r["schedule_id"])
+               for r in outputs(task, "results", "CommandResult")}
+    assert results == {"c-a1": ("ACCEPTED", None, "a1"), "c-a2": ("ACCEPTED", None, "a2"),
+                       "c-a3": ("REJECTED", "QUOTA", "a3"), "c-b1": ("ACCEPTED", None, "b1")}
+    result_keys = sorted(key for topic, key, _, _ in task.ctx.outbox if topic == "results")
+    assert result_keys == [b"a1", b"a2", b"a3", b"b1"], "each result is keyed by its schedule, as one by one"
+    task.committed({})
+    assert task.ctx.schedule("a3") is None and task.ctx.schedule("a1")["state"] == "ACTIVE"
+
+
+def test_a_create_repeated_in_the_same_turn_waits_for_the_same_slot_and_both_get_the_one_answer(task):
+    for n, command_id in enumerate(["first", "again"]):
+        command = CODEC.decode("Command", create("s1", command_id))
+        task.handlers["commands"](b"s1", CODEC.encode("Command", {**command, "idempotency_key": "k"}), n, START)
+    task.admissions.send_reservations(START)
+    [(key, value)] = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admissions"]
+    assert CODEC.decode("AdmissionRequest", value)["schedule_ids"] == ["s1"], "one slot asked for one schedule"
+    task.committed({})
+    task.handlers["admissions"](key, value, 0, START + 1)
+    [(key, value)] = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admission-results"]
+    task.committed({})
+    task.handlers["admission-results"](key, value, 0, START + 2)
+    results = outputs(task, "results", "CommandResult")
+    assert sorted((r["command_id"], r["status"]) for r in results) == [("again", "ACCEPTED"), ("first", "ACCEPTED")]
+
+
+def test_a_batch_for_a_partition_that_does_not_exist_is_ignored_and_counts_nothing(task):
+    bad = CODEC.encode("AdmissionRequest", {"tenant": "acme", "schedule_id": "", "kind": "RESERVE",
+                                            "requested_at_ms": START, "partition": 7, "schedule_ids": ["x"]})
+    task.handlers["admissions"](b"acme", bad, 0, START)
+    assert outputs(task, "admission-results", "AdmissionResult") == []
+    task.committed({})
+    task.handlers["admissions"](b"acme", request("RESERVE", "s9"), 1, START)
+    [answer] = outputs(task, "admission-results", "AdmissionResult")
+    assert (answer["granted"], answer["active_schedules"]) == (True, 1)

@@ -1,7 +1,9 @@
 """Staged bursts: the pure decisions, and a task's part over a real RocksDB store (no Kafka)."""
 import pytest
 
-from scheduler.engine import stage_records, staging
+from scheduler.engine import stage_layout, stage_records, staging
+from scheduler.engine.burst_count import COUNT_SLICE, BurstCounter
+from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
@@ -299,20 +301,67 @@ def test_tokens_are_taken_a_block_at_a_time_and_a_tenant_without_any_is_left_to_
     task.store.close()
 
 
-def test_records_are_produced_partition_by_partition_the_largest_first():
-    prepared = {0: {b"big.p": ([b"v"] * 5, [b"k"] * 5), b"s1.p": ([b"v"], [b"k"])}, 1: {b"s2.p": ([b"v"] * 2, [b"k"] * 2)}}
-    order = stage_records.produce_order(prepared)
-    assert [(topic, len(values)) for topic, values, _ in order] == [("big.p", 5), ("s2.p", 2), ("s1.p", 1)]
+def test_records_are_produced_in_runs_the_largest_first():
+    prepared = {0: {b"big.p": ([b"v"] * 5, [b"k"] * 5), b"s1.p": ([b"v"], [b"k"])},
+                1: {b"s2.p": ([b"v"] * 2, [b"k"] * 2), b"big.p": ([b"w"] * 3, [b"j"] * 3)}}
+    merged = stage_records.by_topic(prepared)
+    assert merged["big.p"] == ([b"v"] * 5 + [b"w"] * 3, [b"k"] * 5 + [b"j"] * 3)
+    layouts = {"big.p": stage_layout.TopicLayout(8, (2, 3), (0, 1)), "s2.p": stage_layout.TopicLayout(8, (1,), (0,))}
+    order = stage_records.produce_order(merged, layouts)
+    assert [(topic, p, len(values)) for topic, p, values, _ in order] == [
+        ("big.p", 2, 4), ("big.p", 3, 4), ("s2.p", 1, 2), ("s1.p", None, 1)], "no layout: the key's partition"
     produced: list[tuple] = []
     full = [3]  # the local queue refuses the fourth record once
 
-    def produce(topic, value, key, timestamp):
+    def produce(topic, value, key, timestamp, partition=None):
         if len(produced) == full[0]:
             full[0] = -1
             raise BufferError
-        produced.append((topic, key, timestamp))
+        produced.append((topic, partition, timestamp))
 
     polls: list[float] = []
-    stage_records.produce_all(produce, polls.append, order, T)
-    assert [t for t, _, _ in produced] == ["big.p"] * 5 + ["s2.p"] * 2 + ["s1.p"], "none lost, none twice"
+    stage_records.produce_some(produce, polls.append, stage_records.Pending(order), T, float("inf"), lambda: 0.0)
+    assert [(t, p) for t, p, _ in produced] == [("big.p", 2)] * 4 + [("big.p", 3)] * 4 + [("s2.p", 1)] * 2 + [
+        ("s1.p", None)], "none lost, none twice"
     assert {ts for _, _, ts in produced} == {T} and 0.05 in polls
+
+
+def test_a_stage_is_produced_in_slices_that_resume_where_they_stopped():
+    n = stage_records.SLICE_RECORDS * 2 + 5
+    runs = [("a", 0, [b"v%d" % i for i in range(n)], [b"k"] * n), ("b", None, [b"w"], [b"k"])]
+    pending = stage_records.Pending(runs)
+    produced: list[tuple] = []
+    now = [0.0]
+
+    def produce(topic, value, key, timestamp, partition=None):
+        produced.append((topic, value))
+        now[0] += 1.0  # every record takes a second of this clock: each slice stops at its first look
+
+    slices = 0
+    while not pending.done:
+        slices += 1
+        stage_records.produce_some(produce, lambda _: None, pending, T, now[0] + 0.5, lambda: now[0])
+    assert slices == 4, "three slices of run a (two full, one of 5), then b"
+    assert [v for t, v in produced if t == "a"] == runs[0][2] and [t for t, _ in produced][-1] == "b"
+
+
+def test_bursts_are_counted_a_slice_at_a_time_and_published_when_the_sweep_is_through(tmp_path):
+    now = T - 30_000
+    stores = []
+    for n, (due, count) in enumerate([(T, COUNT_SLICE + 10), (T + 1000, 5), (now + 120_000, 7)]):
+        store = PartitionStore(tmp_path / str(n))
+        store.write({"timeline": {occurrence_key(DISPATCH, due, f"s{i:06d}", due): b"x" for i in range(count)}}, {})
+        stores.append(store)
+    counter = BurstCounter()
+    counter.step(stores, now, 60_000)
+    assert counter.sweeping and counter.counts == {}, "the first slice publishes nothing"
+    counter.step(stores, now, 60_000)
+    assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}, "beyond the lead: not counted"
+    counter.step(stores, now + 1000, 60_000)
+    assert not counter.sweeping, "the next sweep waits COUNT_EVERY_MS"
+    counter.step(stores, now + staging.COUNT_EVERY_MS, 60_000)
+    assert counter.sweeping
+    counter.reset()
+    assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}
+    for store in stores:
+        store.close()

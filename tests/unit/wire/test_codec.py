@@ -263,3 +263,19 @@ def test_settings_choose_the_framing(tmp_path) -> None:
     assert isinstance(chosen, RegistryCodec)
     assert chosen.encode("Occurrence", OCCURRENCE)[0] == 0
     assert Codec.default().encode("Occurrence", OCCURRENCE)[:2] == MAGIC
+
+
+def test_a_command_with_its_spec_is_written_as_fastavro_writes_it_and_a_spec_that_does_not_fit_is_refused(
+        codec: Codec) -> None:
+    """The codec names the union branch of Command.spec (no whole-record validation to find it): same bytes."""
+    from scheduler.control.client import make_spec
+
+    command = {"command_id": "c1", "type": "CREATE", "schedule_id": "s1", "tenant": "acme",
+               "spec": make_spec("cron", "0 9 * * MON-FRI", "Asia/Tokyo", payload=b"{}"), "issued_at_ms": 1}
+    body = io.BytesIO()
+    schemaless_writer(body, codec.schema("Command").parsed, command)
+    assert codec.encode("Command", command)[HEADER_SIZE:] == body.getvalue()
+    assert codec.decode("Command", codec.encode("Command", {**command, "spec": None}))["spec"] is None
+    for bad in ({k: v for k, v in command["spec"].items() if k != "expression"}, {**command["spec"], "max_attempts": "3"}):
+        with pytest.raises(ValueError):
+            codec.encode("Command", {**command, "spec": bad})

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.control import client
-from scheduler.control import cli as control_cli
+from scheduler.control import specs
+from scheduler.control import schedule_cli as control_cli
 from scheduler.control import tenants
 from scheduler.wire import vocabulary
 from scheduler.api import models
@@ -53,11 +53,11 @@ def schema_defaults(record: str) -> dict:
 
 
 def test_spec_and_quota_defaults_are_the_schemas() -> None:
-    assert client.SPEC_DEFAULTS == schema_defaults("ScheduleSpec")
-    assert client.SPEC_FIELDS == {f["name"] for f in TYPES["ScheduleSpec"]["fields"]}
-    assert set(client.SPEC_DEFAULTS) == client.SPEC_FIELDS - {"kind", "expression"}
+    assert specs.SPEC_DEFAULTS == schema_defaults("ScheduleSpec")
+    assert specs.SPEC_FIELDS == {f["name"] for f in TYPES["ScheduleSpec"]["fields"]}
+    assert set(specs.SPEC_DEFAULTS) == specs.SPEC_FIELDS - {"kind", "expression"}
     assert tenants.QUOTA_DEFAULTS == schema_defaults("Tenant")
-    assert client.OVERLAP_POLICIES == set(TYPES["OverlapPolicy"]["symbols"]) - {"UNKNOWN"}
+    assert specs.OVERLAP_POLICIES == set(TYPES["OverlapPolicy"]["symbols"]) - {"UNKNOWN"}
 
 
 def test_the_cli_offers_every_optional_spec_field_with_the_schemas_choices() -> None:

@@ -1,0 +1,256 @@
+"""`scheduler schedules ...` and `scheduler occurrences ...`: schedules and their occurrences from a terminal."""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from scheduler.api.models import schedule_json
+from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
+from scheduler.control.cli_common import (
+    EXIT_OK,
+    EXIT_REJECTED,
+    EXIT_UNAVAILABLE,
+    Record,
+    add,
+    client_for,
+    command,
+    emit,
+    instant_ms,
+    result_text,
+    tenant_arg,
+    utc,
+)
+from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec, preview
+from scheduler.wire import vocabulary
+
+# CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
+# The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, choices.
+_SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
+_SPEC_INT_FLAGS = tuple(name for name in vocabulary.integer_fields("ScheduleSpec")
+                        if name not in _SPEC_INSTANT_FLAGS.values())
+_SPEC_CHOICE_FLAGS = {name: vocabulary.choices(enum) for name, enum in vocabulary.enum_fields("ScheduleSpec").items()
+                      if name != "kind"}
+
+
+def _spec_args(parser: argparse.ArgumentParser, kind_required: bool) -> None:
+    kind = parser.add_mutually_exclusive_group(required=kind_required)
+    kind.add_argument("--cron", help='five-field cron expression, e.g. "0 9 * * MON-FRI"')
+    kind.add_argument("--every", help="fixed rate, e.g. 90m (anchored at --anchor, default: creation)")
+    kind.add_argument("--at", help="one-shot: an RFC 3339 instant or a local date-time in --tz")
+    kind.add_argument("--rrule", help='RFC 5545 rule, e.g. "DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU"')
+    parser.add_argument("--tz", dest="time_zone", help="IANA time zone (default UTC)")
+    for flag in _SPEC_INSTANT_FLAGS:
+        parser.add_argument(f"--{flag}", type=instant_ms, help=f"{flag} instant (RFC 3339 or epoch ms)")
+    for name in _SPEC_INT_FLAGS:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
+    for name, choices in _SPEC_CHOICE_FLAGS.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=str.upper, choices=choices)
+    parser.add_argument("--payload", help="payload (UTF-8 text)")
+
+
+def spec_fields(args: argparse.Namespace) -> Record:
+    """The spec fields given on the command line (nothing else)."""
+    fields: Record = {}
+    if args.cron is not None:
+        fields.update(kind="CRON", expression=args.cron)
+    elif args.every is not None:
+        every = args.every if args.every.lower().startswith("every") else f"every {args.every}"
+        fields.update(kind="RATE", expression=every)
+    elif args.at is not None:
+        fields.update(kind="ONCE", expression=args.at)
+    elif args.rrule is not None:
+        fields.update(kind="RRULE", expression=args.rrule)
+    for name in ("time_zone", *_SPEC_INT_FLAGS, *_SPEC_CHOICE_FLAGS):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    for flag, name in _SPEC_INSTANT_FLAGS.items():
+        if getattr(args, flag) is not None:
+            fields[name] = getattr(args, flag)
+    if args.payload is not None:
+        fields["payload"] = args.payload.encode()
+    return fields
+
+
+def _schedule_line(state: Record) -> str:
+    spec = state["spec"]
+    return (f"{state['schedule_id']}  {state['state']}  v{state['version']}  {spec['kind']} "
+            f"{spec['expression']!r} {spec['time_zone']}  next {utc(state.get('next_fire_ms'))}")
+
+
+def _fires_text(fires: list[int]) -> str:
+    return "\n".join(utc(ms) for ms in fires)
+
+
+def schedules_create(args: argparse.Namespace) -> int:
+    fields = spec_fields(args)
+    spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
+    return command(args, lambda c: c.create(args.tenant, spec, schedule_id=args.id,
+                                              idempotency_key=args.idempotency_key))
+
+
+def schedules_import(args: argparse.Namespace) -> int:
+    """Exit 0 when every line was accepted, EXIT_REJECTED when any was rejected, 6 when any got no result."""
+    from scheduler.control.schedule_import import import_lines, summary_text
+
+    try:
+        source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError("USAGE", f"cannot read {args.file}: {exc.strerror}") from exc
+    with source, SchedulerClient(args.bootstrap, args.prefix, args.timeout, linger_ms=BULK_LINGER_MS) as client:
+        summary = import_lines(client, source, args.window)
+    emit(args, summary.as_json(), lambda _: summary_text(summary))
+    if "TIMEOUT" in summary.rejected:
+        return EXIT_UNAVAILABLE
+    return EXIT_REJECTED if summary.rejections else EXIT_OK
+
+
+def schedules_get(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        state = client.get(args.tenant, args.schedule_id)
+    return emit(args, schedule_json(state), _schedule_detail)
+
+
+def _schedule_detail(state: Record) -> str:
+    spec = state["spec"]
+    lines = [_schedule_line(state), f"  created {utc(state['created_at_ms'])}  updated {utc(state['updated_at_ms'])}"
+             f"  fired {state['fired_count']}  pending {len(state['pending'])}"]
+    lines += [f"  {name}: {spec[name]}" for name in SPEC_DEFAULTS if name not in ("kind", "expression", "payload")
+              and spec.get(name) is not None]
+    return "\n".join(lines)
+
+
+def schedules_list(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        states = client.list(args.tenant, args.state)
+    return emit(args, [schedule_json(s) for s in states],
+                 lambda rows: "\n".join(_schedule_line(s) for s in rows) or "(no schedules)")
+
+
+def schedules_update(args: argparse.Namespace) -> int:
+    """Only the given spec flags change; the rest comes from the current spec, conditional on its version."""
+    with client_for(args) as client:
+        current = client.get(args.tenant, args.schedule_id)
+        spec = {**current["spec"], **spec_fields(args)}
+        expected = current["version"] if args.expected_version is None else args.expected_version
+        if args.dry_run:
+            diff = client.update(args.tenant, args.schedule_id, spec, expected, dry_run=True, count=args.count)
+            return emit(args, diff, _diff_text)
+        result = client.update(args.tenant, args.schedule_id, spec, expected)
+    return emit(args, result, result_text)
+
+
+def _diff_text(diff: Record) -> str:
+    rows = [f"{'before':<22}  after"]
+    before, after = diff["before_ms"], diff["after_ms"]
+    for i in range(max(len(before), len(after))):
+        left = utc(before[i]) if i < len(before) else ""
+        right = utc(after[i]) if i < len(after) else ""
+        rows.append(f"{left:<22}  {right}{'' if left == right else '  *'}")
+    return f"dry run of {diff['schedule_id']} v{diff['version']} ({diff['state']}), nothing sent:\n" + "\n".join(rows)
+
+
+def _simple(verb: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        return command(args, lambda c: getattr(c, verb)(args.tenant, args.schedule_id, args.expected_version))
+    return run
+
+
+def schedules_trigger(args: argparse.Namespace) -> int:
+    return command(args, lambda c: c.trigger_now(args.tenant, args.schedule_id))
+
+
+def schedules_backfill(args: argparse.Namespace) -> int:
+    return command(args, lambda c: c.backfill(args.tenant, args.schedule_id, args.from_ms, args.to_ms,
+                                               args.overlap))
+
+
+def schedules_preview(args: argparse.Namespace) -> int:
+    """Of a stored schedule (with its id) or of the spec given by flags; computed locally."""
+    if args.schedule_id is not None:
+        if args.tenant is None:
+            raise ValidationError("USAGE", "--tenant is required with a schedule id")
+        with client_for(args) as client:
+            state = client.get(args.tenant, args.schedule_id)
+        fires = preview(state["spec"], args.count, args.after, state["fired_count"])
+    else:
+        fields = spec_fields(args)
+        if "kind" not in fields:
+            raise ValidationError("USAGE", "give a schedule id or one of --cron, --every, --at, --rrule")
+        spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
+        fires = preview(spec, args.count, args.after)
+    return emit(args, fires, _fires_text)
+
+
+def occurrences_get(args: argparse.Namespace) -> int:
+    with client_for(args) as client:
+        status = client.occurrence(args.tenant, args.occurrence_id)
+    return emit(args, status, lambda s: (
+        f"{s['occurrence_id']}  {s['state']}  schedule {s['schedule_id']} v{s['schedule_version']}  "
+        f"scheduled_for {utc(s['scheduled_for_ms'])}  attempt {s['attempt']}\n"
+        + "\n".join(f"  {a['kind']} attempt {a['attempt']} at {utc(a['at_ms'])}"
+                    f"{'  ' + a['error_message'] if a.get('error_message') else ''}" for a in s["attempts"])))
+
+
+def occurrences_rerun(args: argparse.Namespace) -> int:
+    return command(args, lambda c: c.rerun(args.tenant, args.occurrence_id, args.schedule))
+
+
+def register_schedules(subparsers: argparse._SubParsersAction, description: str) -> None:
+    schedules = subparsers.add_parser("schedules", help="create and manage schedules",
+                                      description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    verbs = schedules.add_subparsers(dest="verb", required=True)
+    create = add(verbs, "create", schedules_create, "create a schedule")
+    tenant_arg(create)
+    _spec_args(create, kind_required=True)
+    create.add_argument("--id", help="schedule id (default: derived from --idempotency-key, else random)")
+    create.add_argument("--idempotency-key")
+    bulk = add(verbs, "import", schedules_import,
+                "create schedules from JSON Lines, many in flight (docs/control-plane.md)")
+    bulk.add_argument("file", help="JSON Lines file, one schedule a line; - for stdin")
+    bulk.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="commands in flight at most")
+    get = add(verbs, "get", schedules_get, "show one schedule")
+    tenant_arg(get)
+    get.add_argument("schedule_id")
+    listing = add(verbs, "list", schedules_list, "list a tenant's schedules")
+    tenant_arg(listing)
+    listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
+    update = add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
+    tenant_arg(update)
+    update.add_argument("schedule_id")
+    _spec_args(update, kind_required=False)
+    update.add_argument("--expected-version", type=int, help="default: the version read before the change")
+    update.add_argument("--dry-run", action="store_true", help="show next fires before/after; send nothing")
+    update.add_argument("--count", type=int, default=5, help="fires shown by --dry-run")
+    for verb in ("pause", "resume", "cancel"):
+        parser = add(verbs, verb, _simple(verb), f"{verb} a schedule")
+        tenant_arg(parser)
+        parser.add_argument("schedule_id")
+        parser.add_argument("--expected-version", type=int)
+    trigger = add(verbs, "trigger", schedules_trigger, "fire one occurrence now")
+    tenant_arg(trigger)
+    trigger.add_argument("schedule_id")
+    backfill = add(verbs, "backfill", schedules_backfill, "replay the fires of a past range (at most 1000)")
+    tenant_arg(backfill)
+    backfill.add_argument("schedule_id")
+    backfill.add_argument("--from", dest="from_ms", type=instant_ms, required=True)
+    backfill.add_argument("--to", dest="to_ms", type=instant_ms, required=True)
+    backfill.add_argument("--overlap", type=str.upper, choices=_SPEC_CHOICE_FLAGS["overlap_policy"])
+    prev = add(verbs, "preview", schedules_preview, "next fires of a schedule or of a spec (local)")
+    prev.add_argument("schedule_id", nargs="?")
+    prev.add_argument("--tenant")
+    prev.add_argument("--count", type=int, default=10)
+    prev.add_argument("--after", type=instant_ms, help="fires strictly after this instant (default: now)")
+    _spec_args(prev, kind_required=False)
+
+
+def register_occurrences(subparsers: argparse._SubParsersAction) -> None:
+    occurrences = subparsers.add_parser("occurrences", help="inspect and re-run occurrences")
+    overbs = occurrences.add_subparsers(dest="verb", required=True)
+    oget = add(overbs, "get", occurrences_get, "show an occurrence and its attempts")
+    tenant_arg(oget)
+    oget.add_argument("occurrence_id")
+    rerun = add(overbs, "rerun", occurrences_rerun, "dispatch a finished or dead occurrence again")
+    tenant_arg(rerun)
+    rerun.add_argument("occurrence_id")
+    rerun.add_argument("--schedule", help="its schedule id (default: looked up)")
