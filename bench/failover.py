@@ -44,6 +44,12 @@ IDLE, STEADY = "idle", "steady"
 BEFORE_S, AFTER_S = 20, 60  # steady occurrences due before and after the kill
 MODES = {"standbys": ("--standbys", "1"), "no standbys": ("--standbys", "0")}
 OWNERSHIP = re.compile(r"(assigned|revoked) partitions \[([\d, ]*)\]")
+# The survivor's log lines that time a takeover, after the kill (scheduler/engine/assignment.py, previous_owner.py,
+# restore.py): the assignment received, the dead owner fenced, the stage producers opened, restores, dispatch.
+PHASES = {"assigned": re.compile(r"partitions \[[\d, ]*\] added"), "fenced": re.compile(r"fenced \["),
+          "stages opened": re.compile(r"stage producers of partitions"),
+          "restored": re.compile(r"restored partition \d+:"), "dispatching": re.compile(r"partition \d+ dispatching")}
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -70,6 +76,22 @@ class Member:
 
     def disk_mb(self) -> float:
         return sum(f.stat().st_blocks * 512 for f in self.state.rglob("*") if f.is_file()) / 1e6
+
+
+def phases(log_path: Path, killed_ms: int) -> dict[str, int]:
+    """Milliseconds from the kill to the last line of each phase in the survivor's log (-1: not logged)."""
+    found = dict.fromkeys(PHASES, -1)
+    for line in log_path.read_text(errors="replace").splitlines():
+        stamp = STAMP.match(line)
+        if stamp is None:
+            continue
+        at_ms = int(time.mktime(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S")) * 1000) + int(stamp.group(2))
+        if at_ms < killed_ms:
+            continue
+        for phase, pattern in PHASES.items():
+            if pattern.search(line):
+                found[phase] = at_ms - killed_ms
+    return found
 
 
 def start(bootstrap: str, prefix: str, work: Path, name: str, mode_args: tuple[str, ...]) -> Member:
@@ -182,7 +204,7 @@ def one_run(bootstrap: str, mode: str, idle: int, per_s: int) -> dict[str, float
         for sid, (due, partition) in after.items():
             if partition in moved and sid in seen:
                 firsts[partition] = min(firsts.get(partition, seen[sid]), seen[sid])
-        return {"idle": idle, "seed_rate": idle / seed_s, "warm_s": warm_s, "moved": len(moved),
+        return {**phases(survivor.log_path, killed_ms), "idle": idle, "seed_rate": idle / seed_s, "warm_s": warm_s, "moved": len(moved),
                 "first_ms": min(firsts.values(), default=killed_ms - 1) - killed_ms,
                 "all_moved_ms": (max(firsts.values()) - killed_ms) if len(firsts) == len(moved) else -1,
                 "p50": percentile(lags, 0.5), "p99": percentile(lags, 0.99), "max": max(lags, default=-1),
@@ -223,6 +245,10 @@ def main() -> int:
                      f"{r['max']:,} | {r['due_after']:,} | {r['missing']:,} | {r['before_p99']:,} | "
                      f"{r['cpu_seed_s']:.0f} | {r['cpu_steady_share']:.2f} | "
                      f"{r['disk_victim_mb']:.0f} / {r['disk_survivor_mb']:.0f} |")
+    lines += ["", "Where the time went, from the survivor's log: milliseconds from the kill to the last line of each "
+              "step (the group's session timeout is in the first).", "",
+              "| | " + " | ".join(PHASES) + " |", "|---|" + "---:|" * len(PHASES)]
+    lines += [f"| {mode} | " + " | ".join(f"{r[phase]:,}" for phase in PHASES) + " |" for mode, r in rows.items()]
     lines += ["", f"Loading ran at {rows['standbys']['seed_rate']:,.0f} / {rows['no standbys']['seed_rate']:,.0f} "
               "creates/s (with / without standbys); the survivor's standbys were within a few records of the "
               f"changelog ends {rows['standbys']['warm_s']:.1f} s after the load.", ""]

@@ -78,10 +78,11 @@ def single_node_settings() -> dict[str, str]:
         # After a crash the restarted node may re-register only once its old session expired (default 9 s).
         "broker.session.timeout.ms": "4000",
         # The scheduler's group uses the KIP-848 protocol, whose member session and heartbeat are set here, not
-        # by the client: 6 s as the classic groups' session (the failover budget), heartbeats every second.
+        # by the client: 6 s as the classic groups' session (the failover budget), heartbeats every half second (a
+        # survivor hears of a dead member's partitions at its next heartbeat after the session ends).
         "group.consumer.session.timeout.ms": "6000",
         "group.consumer.min.session.timeout.ms": "1000",
-        "group.consumer.heartbeat.interval.ms": "1000",
+        "group.consumer.heartbeat.interval.ms": "500",
         "group.consumer.min.heartbeat.interval.ms": "500",
         "broker.heartbeat.interval.ms": "1000",
         "log.cleaner.backoff.ms": "1000",

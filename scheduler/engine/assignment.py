@@ -5,12 +5,14 @@ partitions incrementally: a join or a leave moves only what must move, and the c
 partitions added or taken. Partition p of the four co-partitioned inputs is one unit here: it becomes a task
 only once all four are assigned, and stops being one as soon as any of them is revoked.
 
-A newly assigned partition is paused at once and the callback returns; the main loop then, a time-boxed slice
-per turn (`EngineConfig.restore_slice_ms`), opens its stage producers (fencing a dead owner's open stage,
-scheduler/engine/stager.py), opens its store and replays its changelogs, while the partitions already owned
-keep dispatching. Each partition is resumed, with its task, as soon as its own restore is done. A partition
-revoked mid-restore drops its restore: the store is closed at a batch boundary, whose checkpoint claims only
-what was written.
+A newly assigned partition is paused at once and the callback returns; the main loop then opens its store and
+replays its changelogs, a time-boxed slice per turn (`EngineConfig.restore_slice_ms`), while the partitions
+already owned keep dispatching. Beside the replay, on threads: its stage producers are opened (fencing a dead
+owner's open stage, scheduler/engine/stager.py) and a dead previous owner's open turn is aborted
+(scheduler/engine/previous_owner.py). Both would otherwise hold the replay back at their first record until
+the broker timed them out; the replay waits there, at most, until they are done. Each partition is resumed,
+with its task, as soon as its own restore and its stage producers are done. A partition revoked mid-restore
+drops its restore: the store is closed at a batch boundary, whose checkpoint claims only what was written.
 """
 from __future__ import annotations
 
@@ -55,6 +57,7 @@ class _Pending:
 
     assigned_at: float
     opening: Future[None] | None = None  # its stage producers being initialised, off the loop
+    restored: bool = False
     store: PartitionStore | None = None
     restore: PartitionRestore | None = None
     skipped: dict[str, int] = field(default_factory=dict)  # input topic -> first offset seen while paused
@@ -65,17 +68,18 @@ class Assignment:
                  open_store: Callable[[int], PartitionStore],
                  begin_restore: Callable[[int, PartitionStore], PartitionRestore],
                  make_task: Callable[[int, PartitionStore], SchedulerTask], metrics: EngineMetrics,
-                 standbys: Standbys | None = None) -> None:
+                 standbys: Standbys | None = None, fence: Callable[[list[int]], object] | None = None) -> None:
         self.inputs = inputs
         self.tasks = tasks  # the process's tasks, shared: only restored partitions are in it
         self.stages = stages
         self.open_store, self.begin_restore, self.make_task = open_store, begin_restore, make_task
         self.metrics = metrics
         self.standbys: Standbys = standbys if standbys is not None else NoStandbys()
+        self.fence = fence  # aborts dead previous owners' open turns over the given partitions
         self.assigned: dict[int, set[str]] = {}  # partition -> its input topics assigned here
         self.pending: dict[int, _Pending] = {}
         self._consumer: Consumer | None = None
-        self._opener = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stage-open")
+        self._opener = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stage-open")
         self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-close")
 
     @property
@@ -153,36 +157,43 @@ class Assignment:
             return
         fresh = [p for p, pending in self.pending.items() if pending.opening is None]
         if fresh:
-            # Before the restore: a stage the previous owner left open holds the changelogs' readers back. The
-            # stage producers' initialisation waits on the broker: a thread does it, the loop goes on.
+            # The stage producers' initialisation and the fencing wait on the broker: threads do them, and the
+            # replay starts at once beside them.
+            if self.fence is not None:
+                self._opener.submit(self.fence, fresh)
             opening = self._opener.submit(self._open_stages, fresh)
             for partition in fresh:
-                self.pending[partition].opening = opening
-        if all(pending.restore is None for pending in self.pending.values()):  # nothing to replay yet
-            wait({pending.opening for pending in self.pending.values() if pending.opening is not None},
-                 timeout=max(0.0, until - time.monotonic()), return_when=FIRST_COMPLETED)
-        for partition, pending in self.pending.items():
-            if pending.restore is None and pending.opening is not None and pending.opening.done():
-                pending.opening.result()
+                pending = self.pending[partition]
+                pending.opening = opening
                 self.standbys.release(partition)
                 pending.store = self.open_store(partition)
                 pending.restore = self.begin_restore(partition, pending.store)
-        restoring = [(p, pending, pending.restore) for p, pending in self.pending.items() if pending.restore]
         started = False
-        for partition, pending, restore in sorted(restoring, key=lambda item: item[2].remaining):
-            if restore.step(until):
+        for partition, pending in sorted(self.pending.items(), key=lambda item: _remaining(item[1])):
+            restore = pending.restore
+            assert restore is not None and pending.opening is not None
+            if not pending.restored:
+                pending.restored = restore.step(until)
+                if not pending.restored:
+                    self.metrics.restore_progress(partition, restore.remaining, restore.eta_s())
+            if pending.restored and pending.opening.done():
+                pending.opening.result()
                 self._start(partition, pending)
                 started = True
-            else:
-                self.metrics.restore_progress(partition, restore.remaining, restore.eta_s())
             if time.monotonic() >= until:
                 break
+        if self.pending and all(pending.restored for pending in self.pending.values()):
+            # Only stage producers left to wait for: wait for them rather than spin the loop.
+            wait({pending.opening for pending in self.pending.values() if pending.opening is not None},
+                 timeout=max(0.0, until - time.monotonic()), return_when=FIRST_COMPLETED)
         self.metrics.restoring.set(len(self.pending))
         if started:  # the partitions with a task, once their stores are open and restored
             log.info("assigned partitions %s", sorted(self.tasks))
 
     def _open_stages(self, partitions: list[int]) -> None:
+        began = time.monotonic()
         self.stages.open(partitions)
+        log.info("stage producers of partitions %s opened in %.2f s", partitions, time.monotonic() - began)
         for partition in partitions:
             if partition not in self.pending:  # revoked meanwhile
                 self.stages.stagers.pop(partition, None)
@@ -212,3 +223,7 @@ class Assignment:
                 pending.store.close()
         self.pending.clear()
         self._closer.shutdown(wait=True)
+
+
+def _remaining(pending: _Pending) -> int:
+    return pending.restore.remaining if pending.restore is not None else 0

@@ -72,7 +72,7 @@ def task_topics(topology: Topology, prefix: str) -> TaskTopics:
                     "admissions": name("admission-changelog", prefix)})
 
 
-def consumer_conf(common: dict[str, Any], group: str) -> dict[str, Any]:
+def consumer_conf(common: dict[str, Any], group: str, client_id: str) -> dict[str, Any]:
     """The group member, in the KIP-848 `consumer` protocol: assignment is incremental (a join or a leave
     moves only the partitions that must move) and computed by the broker's `range` assignor, which gives
     partition p of every input topic to one member (the inputs are co-partitioned, equal partition counts).
@@ -81,8 +81,9 @@ def consumer_conf(common: dict[str, Any], group: str) -> dict[str, Any]:
     member"), a fatal consumer error that stopped its dispatch; a restart joins as a new member instead, and
     the dead one leaves after the session timeout. The session and heartbeat are the group's, set on the
     broker (`group.consumer.session.timeout.ms`, scheduler/broker/local.py). read_committed hides what
-    aborted turns wrote."""
-    return {**common, "group.id": group, "group.protocol": "consumer", "group.remote.assignor": "range",
+    aborted turns wrote. The client id is the process's transactional id: the group's description then
+    says which turns' producers belong to live members (scheduler/engine/previous_owner.py)."""
+    return {**common, "group.id": group, "client.id": client_id, "group.protocol": "consumer", "group.remote.assignor": "range",
             "enable.auto.commit": False, "isolation.level": "read_committed",
             "auto.offset.reset": "earliest", "max.poll.interval.ms": 300_000}
 

@@ -106,11 +106,13 @@ class PartitionRestore:
             if now >= until:
                 return False
             before = self.remaining
-            self._apply(consumer.consume(BATCH, timeout=max(0.0, min(WAIT_S, until - now))))
+            messages = consumer.consume(BATCH, timeout=max(0.0, min(WAIT_S, until - now)))
+            # Where the consumer stands once it handed over the batch: the checkpoints the batch is written with.
             for tp in consumer.position([TopicPartition(t, self.partition) for t in self.stores
                                          if self.starts[t] < self.ends[t]]):
                 if tp.offset >= 0 and tp.offset > self.positions[tp.topic]:
                     self.positions[tp.topic] = tp.offset
+            self._apply(messages)
             for topic, stall in self._stalls.items():
                 if self.starts[topic] < self.ends[topic]:
                     stall.at(self.positions[topic], self._stable_end.get(topic) == self.positions[topic])
@@ -132,56 +134,63 @@ class PartitionRestore:
         return self.done
 
     def _apply(self, messages: list[Message]) -> None:
-        by_topic: dict[str, list[Message]] = {}
+        """One WriteBatch with the batch's records and the positions reached. The loop is the restore's cost
+        per record (a million schedules in a few seconds of one core): one pass, no per-record calls but the
+        Message accessors and the batch's puts."""
+        if not messages:
+            return
+        batch = self.store.bulk()
+        put, delete, handle = batch.put, batch.delete, batch.handle
+        schedules_h, timeline_h = handle("schedules"), handle("timeline")
+        counts = dict.fromkeys(self.stores, 0)
+        latest: dict[bytes, Message] = {}  # schedules: the batch's last record per key (see _schedules)
         for msg in messages:
+            topic = msg.topic()
+            name = self.stores.get(topic)
             error = msg.error()
-            if error is None:
-                by_topic.setdefault(msg.topic(), []).append(msg)
-            elif error.code() == KafkaError._PARTITION_EOF:
-                self.positions[msg.topic()] = max(self.positions[msg.topic()], msg.offset())
-                self._stable_end[msg.topic()] = msg.offset()
-            else:
-                raise RuntimeError(f"restoring {msg.topic()}[{self.partition}]: {error}")
-        changes: Changes = {}
-        offsets: dict[str, int] = {}
-        for topic, records in by_topic.items():
-            name = self.stores[topic]
+            if error is not None:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise RuntimeError(f"restoring {topic}[{self.partition}]: {error}")
+                self.positions[topic] = max(self.positions[topic], msg.offset())
+                self._stable_end[topic] = msg.offset()
+                continue
+            counts[topic] += 1
             if name == "schedules":
-                self._schedules(records, changes)
+                latest[msg.key()] = msg
             elif name == "timeline":
-                self._timeline(records, changes)
+                value = msg.value()
+                if value is None:
+                    delete(msg.key(), timeline_h)
+                else:
+                    put(msg.key(), local_entry(value, self.codec), timeline_h)
             else:
-                writes = changes.setdefault(name, {})
-                for msg in records:
-                    writes[msg.key()] = msg.value()
-            self.applied[name] += len(records)
-            self.positions[topic] = max(self.positions[topic], records[-1].offset() + 1)
-            offsets[name] = self.positions[topic]
-        if changes:
-            self.store.write(changes, offsets)
+                value = msg.value()
+                if value is None:
+                    delete(msg.key(), handle(name))
+                else:
+                    put(msg.key(), value, handle(name))
+        self._schedules(latest, put, delete, schedules_h, timeline_h)
+        for topic, n in counts.items():
+            self.applied[self.stores[topic]] += n
+        batch.commit({self.stores[t]: self.positions[t] for t in self.stores if counts[t]})
 
-    def _schedules(self, records: list[Message], changes: Changes) -> None:
+    def _schedules(self, latest: dict[bytes, Message], put: Any, delete: Any, schedules_h: Any,
+                   timeline_h: Any) -> None:
         """The schedules and their wake-ups, from the batch's last value per key. The wake-up of the value a
         key had before is left in place: a wake-up that no longer matches its schedule is dropped when it falls
         due (SchedulerTask.materialize_due), and looking every key up first would double the restore's work."""
-        latest: dict[bytes, Message] = {}
-        for msg in records:
-            latest[msg.key()] = msg
-        schedules = changes.setdefault("schedules", {})
-        timeline = changes.setdefault("timeline", {})
+        codec = self.codec
         for key, msg in latest.items():
-            value = schedules[key] = msg.value()
-            if value is None:
-                continue
-            wake = schedule_wake(msg, self.codec)
-            if wake:
-                timeline[wake] = b""
-
-    def _timeline(self, records: list[Message], changes: Changes) -> None:
-        timeline = changes.setdefault("timeline", {})
-        for msg in records:
             value = msg.value()
-            timeline[msg.key()] = None if value is None else local_entry(value, self.codec)
+            if value is None:
+                delete(key, schedules_h)
+                continue
+            put(key, value, schedules_h)
+            headers = msg.headers()
+            wake = (headers[0][1] if headers and headers[0][0] == WAKE_HEADER else
+                    timeline_keys.wake_key(codec.decode("ScheduleState", value)))
+            if wake:
+                put(wake, b"", timeline_h)
 
     def _finish(self) -> None:
         self.store.write({}, {self.stores[t]: self.positions[t] for t in self.stores})

@@ -23,6 +23,7 @@ from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.previous_owner import PreviousOwners, owner_tag
 from scheduler.engine.restore import PartitionRestore
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.process_tenants import ProcessTenants
@@ -61,19 +62,20 @@ class SchedulerProcess:
         self.tenants = ProcessTenants(config, self.topology, common)
         self.trigger_limits = self.tenants.trigger_limits
         self.catch_up_limits = self.tenants.catch_up_limits
-        self._consumer_conf = consumer_conf(common, self.topology.tasks["scheduler"].consumer_group(prefix))
-        self.consumer = Consumer(self._consumer_conf)
         self._producer_conf = producer_conf(common, config)
+        self._transactional_id: str = self._producer_conf["transactional.id"]
+        group = self.topology.tasks["scheduler"].consumer_group(prefix)
+        self._consumer_conf = consumer_conf(common, group, self._transactional_id)
+        self.consumer = Consumer(self._consumer_conf)
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock,
                                   (self.topology.topics["occurrences"].partitions, self.topology.schedule_partitions))
-        group = self.topology.tasks["scheduler"].consumer_group(prefix)
         self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
                                  self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
-        self.assignment = Assignment(
-            [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results],
-            self.tasks, self.stages, self._open_store, self._begin_restore, self._make_task, self.metrics,
-            self.standbys)
+        inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
+        previous = PreviousOwners(common, self._admin, group, inputs, self._transactional_id)
+        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self._begin_restore,
+                                     self._make_task, self.metrics, self.standbys, previous.fence)
 
     def stop(self) -> None:
         self._stop.set()
@@ -148,7 +150,9 @@ class SchedulerProcess:
             changelog_offsets = produce_outputs(producer, self.tasks.values(), self.stages.held())
             phases.append(time.perf_counter())
             if next_offsets:
-                producer.send_offsets([TopicPartition(topic, p, o) for (topic, p), o in next_offsets.items()],
+                tag = owner_tag(self._transactional_id, self.consumer.memberid() or "")
+                producer.send_offsets([TopicPartition(topic, p, o, metadata=tag)
+                                       for (topic, p), o in next_offsets.items()],
                                       self.consumer.consumer_group_metadata(), 30)
             committing = time.perf_counter()
             producer.commit(30, self.config.transaction_timeout_ms / 1000)

@@ -1,5 +1,6 @@
 """Standby partitions with real processes on the real broker: after a kill -9 the survivor's restore of the
-moved partitions replays only the changelogs' tail, and nothing due after the kill is lost."""
+moved partitions replays only the changelogs' tail, the dead owner's open turn is aborted by the survivor,
+and nothing due after the kill is lost."""
 from __future__ import annotations
 
 import math
@@ -93,6 +94,8 @@ def test_survivor_restores_only_the_tail_and_loses_nothing(kafka_bootstrap, uniq
             applied = sum(int(n) for topic, p, n, _, _ in restores if int(p) == partition)
             assert applied <= size // 10, (
                 f"partition {partition}: {applied} records replayed, the schedules changelog alone has {size}")
+        # The dead owner's open turn is aborted by the survivor, not left to the broker's transaction timeout.
+        assert any("fenced" in line and f"'{unique_prefix}.scheduler.a'" in line for line in after), b.log_tail(30)
         assert b.alive()
     finally:
         reader.close()

@@ -61,3 +61,18 @@ def test_entries_due_at_one_instant_come_out_tenant_by_tenant_in_turn():
     small = [occurrence_key(DISPATCH, 1000, "zz-small", 1000, rank=0)]
     later = [occurrence_key(DISPATCH, 1001, "aa", 1001, rank=0)]
     assert sorted(big + small + later) == [big[0], small[0], big[1], big[2], later[0]]
+
+
+def test_a_bulk_write_lands_with_its_checkpoints_and_nothing_before_commit(tmp_path):
+    store = PartitionStore(tmp_path / "p0")
+    store.write({"schedules": {b"gone": b"old"}}, {"schedules": 3})
+    bulk = store.bulk()
+    bulk.put(b"s1", b"v1", bulk.handle("schedules"))
+    bulk.put(b"W1", b"", bulk.handle("timeline"))
+    bulk.delete(b"gone", bulk.handle("schedules"))
+    assert store.get("schedules", b"s1") is None and store.changelog_offset("schedules") == 3
+    bulk.commit({"schedules": 10, "timeline": 4})
+    assert store.get("schedules", b"s1") == b"v1" and store.get("timeline", b"W1") == b""
+    assert store.get("schedules", b"gone") is None
+    assert (store.changelog_offset("schedules"), store.changelog_offset("timeline")) == (10, 4)
+    store.close()
