@@ -35,10 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
                           "stage's lead (its preparation in memory, which holds back nothing)")
-    run.add_argument("--stage-produce-rate", type=float, default=250_000.0,
+    run.add_argument("--stage-produce-rate", type=float, default=140_000.0,
                      help="records/s a stage produces and flushes, assumed until a stage has measured it: it "
-                          "sets the first stage's produce window, during which other occurrences in its "
-                          "partitions wait for its commit")
+                          "sets the first stage's produce window (a window too short makes its commit late)")
     run.add_argument("--open-tenants", action="store_true",
                      help="take commands for any tenant name, creating its topics on first sight, with the "
                           "engine's default quotas (development, the demo); by default a tenant must be "
