@@ -194,17 +194,17 @@ class StageRunner:
         stage.produce_work_s = time.perf_counter() - started
         self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
 
-    def _produce_slice(self, stage: Stage, until: float) -> None:
-        """Produce the stage's next slice of records; once all are delivered, its produce time is known."""
+    def _produce_slice(self, stage: Stage, until: float, final: bool = False) -> None:
+        """Produce the stage's next slice of records (`final`: all the rest, and wait for their delivery);
+        once all are delivered, its produce time is known."""
         stager = self.stagers[stage.producer_partition]
         started = time.perf_counter()
         stage_records.produce_some(stager.raw.produce, stager.raw.poll, self._pending, stage.due_ms, until,
                                    time.perf_counter)
-        if self._pending.done and until == float("inf"):
+        if final:
             try:
                 stager.flush(self.config.transaction_timeout_ms / 1000)
             except KafkaException as exc:
-                stage.produce_work_s += time.perf_counter() - started
                 self.drop(f"its records were not delivered: {exc.args[0]}")
                 return
         elif self._pending.done:
@@ -219,7 +219,7 @@ class StageRunner:
         stage = self.stage
         assert stage is not None
         if stage.produce_s is None:  # the instant came first: the rest now, late rather than never
-            self._produce_slice(stage, float("inf"))
+            self._produce_slice(stage, float("inf"), final=True)
             if self.stage is not stage:
                 return
         started = time.perf_counter()
