@@ -35,6 +35,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import bystanders as around
 from children import detach, interruptible, stop_child, stop_group, uninterrupted
+from visibility import VisibleAt, probe
 from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.bulk import CreateRequest
@@ -55,8 +56,10 @@ LARGE = "big"
 CALIBRATION_TENANT = "calib"
 IDLE_TENANT = "idle"
 TXN_RECORDS = EngineConfig.dispatch_budget  # the engine's default: one transaction per loop turn at full load
-# The header of each record the reader writes: seen_ms, kafka timestamp, topic index, value length.
-_FRAME = struct.Struct(">qqHI")
+# The header of each record the reader writes: seen_ms, kafka timestamp, topic index, partition, offset,
+# value length.
+_FRAME = struct.Struct(">qqHHqI")
+PROBE_S = 0.1  # the visibility probe's interval (bench/visibility.py)
 
 
 # -- small helpers ----------------------------------------------------------------
@@ -125,7 +128,8 @@ def read_occurrences(bootstrap: str, topics: list[str], out_path: str, counter: 
                 if msg.error() is not None:
                     continue
                 value = msg.value()
-                chunks.append(pack(seen, msg.timestamp()[1], index[msg.topic()], len(value)))
+                chunks.append(pack(seen, msg.timestamp()[1], index[msg.topic()], msg.partition(), msg.offset(),
+                                   len(value)))
                 chunks.append(value)
             if chunks:
                 out.write(b"".join(chunks))
@@ -248,7 +252,8 @@ class Arrival:
     scheduled_for_ms: int
     available_at_ms: int
     timestamp_ms: int
-    seen_ms: int
+    seen_ms: int      # the reader received it
+    visible_ms: int   # the broker showed it readable (bench/visibility.py), or seen_ms if earlier or unknown
 
 
 class Engine:
@@ -323,7 +328,8 @@ def scrape(port: int) -> dict[str, float]:
     return totals
 
 
-def decode_arrivals(path: Path, topics: list[str]) -> tuple[list[Arrival], Counter[str]]:
+def decode_arrivals(path: Path, topics: list[str],
+                    visible: VisibleAt | None = None) -> tuple[list[Arrival], Counter[str]]:
     codec = Codec.default()
     arrivals = []
     per_topic: Counter[str] = Counter()
@@ -331,13 +337,14 @@ def decode_arrivals(path: Path, topics: list[str]) -> tuple[list[Arrival], Count
     pos = 0
     size = _FRAME.size
     while pos < len(data):
-        seen, ts, topic_index, length = _FRAME.unpack_from(data, pos)
+        seen, ts, topic_index, partition, offset, length = _FRAME.unpack_from(data, pos)
         pos += size
         record = codec.decode("Occurrence", data[pos:pos + length])
         pos += length
         per_topic[topics[topic_index]] += 1
+        at = visible.at(topic_index, partition, offset) if visible is not None else None
         arrivals.append(Arrival(record["occurrence_id"], record["tenant"], record["scheduled_for_ms"],
-                                record["available_at_ms"], ts, seen))
+                                record["available_at_ms"], ts, seen, seen if at is None else min(at, seen)))
     return arrivals, per_topic
 
 
@@ -450,6 +457,12 @@ def _run(config: BurstConfig) -> BurstResult:
             bystanders = around.create(client, tenants, due_ms, config.bystanders_per_s, PRIORITY, PAYLOAD)
             load_s = create_all(client, plan, due_ms, config.window_ms, "create")
         loaded_ms = now_ms()
+        visible_path = workdir / "visible.bin"
+        watched = [TOPOLOGY.topic_name("occurrences", prefix, tenant=t, priority=PRIORITY.lower()) for t in tenants]
+        prober = ctx.Process(target=probe, args=(bootstrap, topics, watched, str(visible_path), stop, PROBE_S),
+                             daemon=True)
+        children.append(prober)
+        prober.start()
         if loaded_ms > due_ms - 1000:
             raise RuntimeError(f"loading ended {loaded_ms - due_ms} ms after T-1s: pass a larger --lead")
         scheduled_for = datetime.fromtimestamp(due_ms / 1000, tz=timezone.utc)
@@ -480,6 +493,7 @@ def _run(config: BurstConfig) -> BurstResult:
         end_progress()
         stop.set()
         reader.join(30)
+        prober.join(30)
         metrics_after = scrape(metrics_port)
         engine_metrics = {k: metrics_after[k] - metrics_before.get(k, 0.0) for k in metrics_after}
         time.sleep(5.0)  # nothing is due now: what does the engine cost at rest after the burst?
@@ -508,7 +522,7 @@ def _run(config: BurstConfig) -> BurstResult:
             state, engine = measure_state(bootstrap, prefix, workdir, engine, engine_args, broker is not None,
                                           config.count + config.idle + calibrated)
             state["create_rate"] = idle_rate or config.count / load_s
-        arrivals, per_topic = decode_arrivals(arrivals_path, topics)
+        arrivals, per_topic = decode_arrivals(arrivals_path, topics, VisibleAt(visible_path))
         summary: dict[str, Any] = {"idle": config.idle, "idle_create_rate": idle_rate, "state": state,
                                    "stage": stage}
         report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, bystanders, arrivals,
@@ -562,19 +576,24 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     ok = [a for oid, a in first_seen.items() if oid in expected]
     early = sum(1 for a in ok if a.timestamp_ms < expected[a.occurrence_id][1])
     # Lag from the instant the occurrence was due: scheduled_for for strict, available_at for flexible.
-    seen_lag = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok)
+    seen_lag = sorted(a.visible_ms - expected[a.occurrence_id][1] for a in ok)
+    read_lag = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok)
     enq_lag = sorted(a.timestamp_ms - expected[a.occurrence_id][1] for a in ok)
-    large = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok if a.tenant == LARGE)
-    small = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok if a.tenant != LARGE)
-    last_seen = max((a.seen_ms for a in ok), default=due_ms)
+    large = sorted(a.visible_ms - expected[a.occurrence_id][1] for a in ok if a.tenant == LARGE)
+    small = sorted(a.visible_ms - expected[a.occurrence_id][1] for a in ok if a.tenant != LARGE)
+    last_seen = max((a.visible_ms for a in ok), default=due_ms)
     dispatch_s = max(0.001, (last_seen - due_ms) / 1000)
     engine_rate = len(ok) / dispatch_s
     ceiling_rate = ceiling["records"] / ceiling["seconds"]
     interleaved_rate = interleaved_ceiling["records"] / interleaved_ceiling["seconds"]
-    by = around.summary(due_ms, around.lags(bystanders, {a.occurrence_id: a.seen_ms for a in reversed(bystander_arrivals)}))
+    by = around.summary(due_ms, around.lags(bystanders, {a.occurrence_id: a.visible_ms
+                                                           for a in reversed(bystander_arrivals)}))
+    by_read = around.summary(due_ms, around.lags(bystanders, {a.occurrence_id: a.seen_ms
+                                                              for a in reversed(bystander_arrivals)}))
     stage = summary.get("stage")
     work_rate = stage["work_rate"] if stage and stage.get("work_rate") else None
     summary.update(bystanders_p99_ms=by["p99"], bystanders_max_ms=by["max"], bystanders=by["count"],
+                   read_p99_ms=percentile(read_lag, 0.99), bystanders_read_p99_ms=by_read["p99"],
                    work_rate=work_rate, work_ratio=work_rate / ceiling_rate if work_rate else None,
                    staged_share=stage["staged"] / max(1, len(expected)) if stage else 0.0,
                    visible_ratio=engine_rate / ceiling_rate)
@@ -615,25 +634,31 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         f"- records per topic: {len(per_topic)} topics, min {min(per_topic.values(), default=0):,}, "
         f"max {max(per_topic.values(), default=0):,}",
         "",
-        "## Lag (ms), `seen_at - " + ("available_at" if config.window_ms else "scheduled_for") + "`",
+        "## Lag (ms), `visible_at - " + ("available_at" if config.window_ms else "scheduled_for") + "`",
         "",
-        "`seen_at` is when the `read_committed` reader (its own process) received the record, so the",
-        "figure includes the transaction commit; `enqueued` is the record's Kafka timestamp (set when the",
-        "engine produced it).",
+        "`visible_at` is when the broker first answered that the record's partition's last stable offset",
+        f"had passed it (bench/visibility.py: every {PROBE_S * 1000:.0f} ms, so at most that plus a round trip late),",
+        "or when the reader received it if that was earlier: the moment any `read_committed` consumer could",
+        "read it, commit included. `read` is when the one `read_committed` reader (its own process, reading",
+        "every topic of the run on the same cores) received it; `enqueued` is the record's Kafka timestamp",
+        "(set when the engine produced it; a staged record carries the instant).",
         "",
         "| measure | count | p50 | p95 | p99 | max |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for label, values in (("seen (all)", seen_lag), ("enqueued (all)", enq_lag),
-                          (f"seen, large tenant `{LARGE}`", large), ("seen, small tenants", small)):
+    for label, values in (("visible (all)", seen_lag), ("read by the one reader (all)", read_lag),
+                          ("enqueued (all)", enq_lag),
+                          (f"visible, large tenant `{LARGE}`", large), ("visible, small tenants", small)):
         lines.append(f"| {label} | {len(values):,} | {percentile(values, 0.5):,} | {percentile(values, 0.95):,} | "
                      f"{percentile(values, 0.99):,} | {values[-1] if values else 0:,} |")
-    first_seen_bystander: dict[str, int] = {}
+    first_visible: dict[str, int] = {}
+    first_read: dict[str, int] = {}
     for a in bystander_arrivals:
-        first_seen_bystander.setdefault(a.occurrence_id, a.seen_ms)
+        first_visible.setdefault(a.occurrence_id, a.visible_ms)
+        first_read.setdefault(a.occurrence_id, a.seen_ms)
     stage = summary.get("stage")
-    lines += around.section(due_ms, bystanders, first_seen_bystander, seen_lag,
-                            stage.get("window_ms") if stage else None)
+    lines += around.section(due_ms, bystanders, first_visible, seen_lag, stage.get("window_ms") if stage else None,
+                            first_read, read_lag)
     p99 = percentile(seen_lag, 0.99)
     ratio = engine_rate / ceiling_rate
     lines += [
@@ -664,7 +689,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
                   "transaction open, nothing held back)",
                   f"- produce window: its transaction began **{stage['window_ms']:,} ms before T**; producing took "
                   f"{stage['produce_s']:.2f}s of work (in slices between turns; delivery waited for at the instant if "
-                  "not done by then); committed in {stage['commit_s']:.3f}s, visible "
+                  f"not done by then); committed in {stage['commit_s']:.3f}s, visible "
                   f"{stage['visible_ms']:,} ms after T; readers of its partitions were held {stage['open_ms']:,} ms",
                   f"- **the engine's own per-occurrence rate**: {stage['staged']:,} / (prepare {stage['prepare_s']:.2f}s "
                   f"+ produce {stage['produce_s']:.2f}s + commit {stage['commit_s']:.3f}s) = **{stage['work_rate']:,.0f}/s**, "
@@ -688,7 +713,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     else:
         lines += flex_section(due_ms, config.window_ms, ok, expected)
     lines += ["## Dispatch over time", "", "| second after T | occurrences visible |", "|---:|---:|"]
-    per_second = Counter((a.seen_ms - due_ms) // 1000 for a in ok)
+    per_second = Counter((a.visible_ms - due_ms) // 1000 for a in ok)
     shown = sorted(per_second.items())
     if len(shown) > 40:
         shown = shown[:20] + [(None, None)] + shown[-10:]
@@ -816,7 +841,8 @@ def plot(stem: str, config: BurstConfig, due_ms: int, ok: list[Arrival],
     paths = []
     lags = defaultdict(list)
     for a in ok:
-        lags[LARGE if a.tenant == LARGE else "small tenants"].append((a.seen_ms - expected[a.occurrence_id][1]) / 1000)
+        lags[LARGE if a.tenant == LARGE else "small tenants"].append((a.visible_ms - expected[a.occurrence_id][1])
+                                                                     / 1000)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for label, values in lags.items():
         values.sort()
@@ -831,7 +857,7 @@ def plot(stem: str, config: BurstConfig, due_ms: int, ok: list[Arrival],
     plt.close(fig)
 
     bin_ms = 1000 if config.window_ms else 100
-    seen = Counter((a.seen_ms - due_ms) // bin_ms for a in ok)
+    seen = Counter((a.visible_ms - due_ms) // bin_ms for a in ok)
     enq = Counter((a.timestamp_ms - due_ms) // bin_ms for a in ok)
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for label, counts in (("visible (read_committed)", seen), ("enqueued (record timestamp)", enq)):

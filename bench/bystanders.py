@@ -65,13 +65,21 @@ def summary(due_ms: int, arrived: list[tuple[int, int]]) -> dict[str, int]:
 
 
 def section(due_ms: int, bystanders: dict[str, tuple[str, int]], seen: dict[str, int], burst: list[int],
-            window_ms: int | None) -> list[str]:
-    """Burst and bystanders side by side, the bystanders by when they were due relative to T."""
+            window_ms: int | None, read: dict[str, int], burst_read: list[int]) -> list[str]:
+    """Burst and bystanders side by side, the bystanders by when they were due relative to T: lag to
+    visibility (`seen`, `burst`) and, in the last column, p99 to the one reader's receipt (`read`,
+    `burst_read`)."""
     if not bystanders:
         return []
     arrived = lags(bystanders, seen)
+    arrived_read = lags(bystanders, read)
     total = summary(due_ms, arrived)
     ordered_burst = sorted(burst)
+
+    def read_p99(start_ms: int | None = None, end_ms: int | None = None) -> str:
+        band = [(at, lag) for at, lag in arrived_read
+                if start_ms is None or start_ms <= at - due_ms < end_ms]  # type: ignore[operator]
+        return f"{summary(due_ms, band)['p99']:,}"
     seconds = sorted({at // 1000 - due_ms // 1000 for _, at in bystanders.values()})
     lines = [
         "",
@@ -87,16 +95,16 @@ def section(due_ms: int, bystanders: dict[str, tuple[str, int]], seen: dict[str,
         f"- arrived: {total['count']:,}; missing: {len(bystanders) - total['count']:,}; "
         f"due before T and visible only at or after it: {total['held']:,}",
         "",
-        "| occurrences | due (relative to T) | count | p50 ms | p99 ms | max ms |",
-        "|---|---|---:|---:|---:|---:|",
+        "| occurrences | due (relative to T) | count | p50 ms | p99 ms | max ms | p99 ms read by the reader |",
+        "|---|---|---:|---:|---:|---:|---:|",
         f"| burst | T | {len(ordered_burst):,} | {_pct(ordered_burst, 0.5):,} | {_pct(ordered_burst, 0.99):,} | "
-        f"{ordered_burst[-1] if ordered_burst else 0:,} |",
+        f"{ordered_burst[-1] if ordered_burst else 0:,} | {_pct(sorted(burst_read), 0.99):,} |",
         f"| bystanders, all | T{seconds[0]:+d} s .. T{seconds[-1]:+d} s | {total['count']:,} | {total['p50']:,} | "
-        f"{total['p99']:,} | {total['max']:,} |",
+        f"{total['p99']:,} | {total['max']:,} | {read_p99()} |",
     ]
     for start, end in BANDS:
         band = summary(due_ms, [(at, lag) for at, lag in arrived if start * 1000 <= at - due_ms < end * 1000])
         if band["count"]:
             lines.append(f"| bystanders | [{start:+d} s, {end:+d} s) | {band['count']:,} | {band['p50']:,} | "
-                         f"{band['p99']:,} | {band['max']:,} |")
+                         f"{band['p99']:,} | {band['max']:,} | {read_p99(start * 1000, end * 1000)} |")
     return lines + [""]

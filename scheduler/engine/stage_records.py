@@ -21,6 +21,7 @@ Group = tuple[list[bytes], list[bytes]]
 Run = tuple[str, "int | None", list[bytes], list[bytes]]  # (topic, partition or None for the key's, values, keys)
 SLICE_RECORDS = 2_000  # records produced between two looks at the clock
 NEVER = -1  # a tenant's allowance when none of its entries may be staged (running-slot quota, no tokens)
+KEYS_PARTITION = -1  # librdkafka's RD_KAFKA_PARTITION_UA: the producer's partitioner places the record by key
 
 
 def prepare(items: Iterable[tuple[bytes, bytes]], part: StagedPartition, share: int, left: dict[bytes, int],
@@ -112,17 +113,19 @@ def produce_some(produce: Callable[..., None], poll: Callable[[float], object], 
     """Produce pending records, with the instant as their timestamp, until `clock()` reaches `until` or all are
     produced; the next call resumes there. A stage is produced in such slices between turns, so that the turns
     dispatching the occurrences around it are not held up by a produce of hundreds of thousands of records.
-    A full local queue waits for room."""
+    A full local queue waits for room. `produce` is called as confluent-kafka's `Producer.produce` takes its
+    arguments by position (topic, value, key, partition, callback, on_delivery, timestamp): keywords cost it
+    about 0.7 µs more a record, a third of a 500,000 stage's produce work."""
     while not pending.done:
         topic, partition, values, keys = pending.runs[pending.run]
-        where = {} if partition is None else {"partition": partition}
+        where = KEYS_PARTITION if partition is None else partition
         n = len(values)
         i = pending.record
         while i < n:
             stop = min(n, i + SLICE_RECORDS)
             try:
                 for i in range(i, stop):  # noqa: B020 -- resumes at the record the full queue refused
-                    produce(topic, values[i], keys[i], timestamp=timestamp_ms, **where)
+                    produce(topic, values[i], keys[i], where, None, None, timestamp_ms)
                 i = stop
             except BufferError:
                 poll(0.05)

@@ -313,7 +313,7 @@ def test_records_are_produced_in_runs_the_largest_first():
     produced: list[tuple] = []
     full = [3]  # the local queue refuses the fourth record once
 
-    def produce(topic, value, key, timestamp, partition=None):
+    def produce(topic, value, key, partition, _callback, _on_delivery, timestamp):
         if len(produced) == full[0]:
             full[0] = -1
             raise BufferError
@@ -322,7 +322,7 @@ def test_records_are_produced_in_runs_the_largest_first():
     polls: list[float] = []
     stage_records.produce_some(produce, polls.append, stage_records.Pending(order), T, float("inf"), lambda: 0.0)
     assert [(t, p) for t, p, _ in produced] == [("big.p", 2)] * 4 + [("big.p", 3)] * 4 + [("s2.p", 1)] * 2 + [
-        ("s1.p", None)], "none lost, none twice"
+        ("s1.p", stage_records.KEYS_PARTITION)], "none lost, none twice"
     assert {ts for _, _, ts in produced} == {T} and 0.05 in polls
 
 
@@ -333,7 +333,7 @@ def test_a_stage_is_produced_in_slices_that_resume_where_they_stopped():
     produced: list[tuple] = []
     now = [0.0]
 
-    def produce(topic, value, key, timestamp, partition=None):
+    def produce(topic, value, key, partition, _callback, _on_delivery, timestamp):
         produced.append((topic, value))
         now[0] += 1.0  # every record takes a second of this clock: each slice stops at its first look
 
