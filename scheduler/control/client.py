@@ -87,7 +87,11 @@ class SchedulerClient:
         self._reader.start()
 
     def close(self) -> None:
+        """Also drops the producer, whose librdkafka threads would otherwise outlive the broker, logging."""
+        if not hasattr(self, "producer"):
+            return
         self.producer.flush(10)
+        del self.producer
         self._stop.set()
         self._reader.join(10)
         self.consumer.close()
