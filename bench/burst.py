@@ -254,6 +254,7 @@ class Arrival:
     timestamp_ms: int
     seen_ms: int      # the reader received it
     visible_ms: int   # the broker showed it readable (bench/visibility.py), or seen_ms if earlier or unknown
+    probed: bool = False  # the probe saw it become visible
 
 
 class Engine:
@@ -344,7 +345,8 @@ def decode_arrivals(path: Path, topics: list[str],
         per_topic[topics[topic_index]] += 1
         at = visible.at(topic_index, partition, offset) if visible is not None else None
         arrivals.append(Arrival(record["occurrence_id"], record["tenant"], record["scheduled_for_ms"],
-                                record["available_at_ms"], ts, seen, seen if at is None else min(at, seen)))
+                                record["available_at_ms"], ts, seen, seen if at is None else min(at, seen),
+                                at is not None))
     return arrivals, per_topic
 
 
@@ -630,6 +632,8 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         "",
         f"- expected occurrence ids: {len(expected):,}; arrived: {len(ok):,}; missing: {len(missing):,}; "
         f"unexpected ids: {len(unexpected):,}; duplicates: {duplicates:,}; in the wrong tenant: {wrong_tenant:,}",
+        f"- visible time from the broker's last stable offsets (bench/visibility.py) for "
+        f"{sum(1 for a in ok if a.probed):,} of {len(ok):,} (the rest: the reader's receipt)",
         f"- enqueued before their due instant (`kafka timestamp < {'available_at' if config.window_ms else 'scheduled_for'}`): {early:,}",
         f"- records per topic: {len(per_topic)} topics, min {min(per_topic.values(), default=0):,}, "
         f"max {max(per_topic.values(), default=0):,}",
