@@ -24,7 +24,7 @@ from scheduler.engine import dispatch_lane
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.previous_owner import PreviousOwners, owner_tag
-from scheduler.engine.restore import PartitionRestore
+from scheduler.engine.restore import RestoreReader
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.process_tenants import ProcessTenants
 from scheduler.engine.stager import StageRunner
@@ -74,8 +74,10 @@ class SchedulerProcess:
                                  self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
         previous = PreviousOwners(common, self._admin, group, inputs, self._transactional_id)
-        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self._begin_restore,
-                                     self._make_task, self.metrics, self.standbys, previous.fence)
+        restores = RestoreReader(common, self.topics.changelogs, self.codec, self._admin,
+                                 on_wait=self.metrics.restore_waiting)
+        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, restores, self._make_task,
+                                     self.metrics, self.standbys, previous.fence)
 
     def stop(self) -> None:
         self._stop.set()
@@ -116,10 +118,6 @@ class SchedulerProcess:
 
     def _open_store(self, partition: int) -> PartitionStore:
         return PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
-
-    def _begin_restore(self, partition: int, store: PartitionStore) -> PartitionRestore:
-        return PartitionRestore(store, self._common, self.topics.changelogs, partition, self.codec,
-                                on_wait=self.metrics.restore_waiting, admin=self._admin)
 
     def _make_task(self, partition: int, store: PartitionStore) -> SchedulerTask:
         return SchedulerTask(partition, store, self.topics, self.codec, self.tenants.policy(), self.config.horizon_ms,

@@ -11,6 +11,7 @@ the GIL with the turns, and takes its records in bounded batches so a turn waits
 """
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import record_writes
+from scheduler.engine.partition_restore import record_writes
 from scheduler.engine.standby_placement import standby_partitions
 from scheduler.engine.metrics import EngineMetrics
 
@@ -73,11 +74,13 @@ class Standbys:
 
     # -- the active path's two hooks ----------------------------------------------
 
-    def release(self, partition: int) -> None:
-        """Before the active path opens `partition`'s store: the standby's handle is closed first."""
+    def release(self, partitions: list[int]) -> None:
+        """Before the active path opens these partitions' stores: the standbys' handles are closed first."""
         with self._lock:
-            self._active.add(partition)
-            self._close(partition)
+            self._active.update(partitions)
+            closed = [self._close(partition, collect=False) for partition in partitions]
+        if any(closed):
+            gc.collect()
 
     def adopt(self, partition: int) -> None:
         """After the active path closed `partition`'s store: a standby may keep it warm from here."""
@@ -194,14 +197,16 @@ class Standbys:
             store,
             {name: store.changelog_offset(name) for name in self.changelogs})
 
-    def _close(self, partition: int) -> None:
+    def _close(self, partition: int, collect: bool = True) -> bool:
         """Called with the lock held. The consumer is unassigned by the thread's next reconcile; until then
-        its records for the partition are dropped (the checkpoint says where to resume)."""
+        its records for the partition are dropped (the checkpoint says where to resume). True: it was open."""
         warm = self._warm.pop(partition, None)
-        if warm is not None:
-            warm.store.close()
-            self._reopened.add(partition)
-            self.metrics.standby_dropped(partition)
+        if warm is None:
+            return False
+        warm.store.close(collect)
+        self._reopened.add(partition)
+        self.metrics.standby_dropped(partition)
+        return True
 
     # -- tailing ----------------------------------------------------------------------
 
