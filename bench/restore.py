@@ -6,7 +6,8 @@ header the engine writes since issue 17, and copies them without it into a secon
 before the header: restore decodes each one; `--header-only` skips it). Then restores every partition of each
 into an empty store with scheduler.engine.restore.RestoreReader, all partitions at once over one consumer in
 200 ms slices as the engine does after a takeover, and reports seconds per million schedules. Not included: the
-group's assignment, the stage producers, the process start (see bench/scale.py for the engine end to end). Writes bench/results/restore-<N>.md.
+group's assignment, the stage producers, the process start (see bench/scale.py for the engine end to end).
+Writes bench/results/restore-<N>.md.
 """
 from __future__ import annotations
 
@@ -93,16 +94,17 @@ def restore_all(bootstrap: str, topics: dict[str, str], partitions: int,
     restored. Every partition at once over one reader, stepped in 200 ms slices, as the engine's assignment does
     after a takeover; the stores' close is included."""
     codec = Codec.default()
+    reader = RestoreReader({"bootstrap.servers": bootstrap}, topics, codec)
+    reader.connect()  # as the engine's, at its start
     started = time.monotonic()
     cpu = time.process_time()
     stores = {p: PartitionStore(workdir / f"p{p}") for p in range(partitions)}
-    reader = RestoreReader({"bootstrap.servers": bootstrap}, topics, codec)
     restores = reader.begin(stores)
     while reader.restores:
         reader.step(time.monotonic() + 0.2)
     reader.close()
     for store in stores.values():
-        store.close()
+        store.close(collect=False)  # never opened again here
     return (time.monotonic() - started, time.process_time() - cpu,
             sum(restore.applied["schedules"] for restore in restores.values()))
 

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from scheduler.engine.partition_restore import Bounds, PartitionRestore, RestoreStalled, WaitReport
 from scheduler.engine.partition_store import PartitionStore
+from scheduler.kafka.clients import settled
 
 __all__ = ["RestoreReader", "RestoreStalled", "restore_partition"]
 
@@ -34,26 +35,33 @@ FETCH_CONF = {"fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 
               "queued.min.messages": 200_000, "fetch.wait.max.ms": 10}
 
 
-def _source(msg: Message) -> tuple[str, int]:
-    return msg.topic(), msg.partition()
-
-
 class RestoreReader:
     """The restores under way in this process, over one consumer; each partition finishes on its own."""
 
     def __init__(self, consumer_conf: dict[str, Any], changelogs: dict[str, str], codec: Any,
-                 admin: AdminClient | None = None, timeout_s: float = 120.0, on_wait: WaitReport | None = None) -> None:
+                 timeout_s: float = 120.0, on_wait: WaitReport | None = None) -> None:
         self.conf, self.changelogs, self.codec, self.timeout_s, self.on_wait = (consumer_conf, changelogs, codec,
                                                                                 timeout_s, on_wait)
-        self.admin = admin or AdminClient(consumer_conf)
         self.restores: dict[int, PartitionRestore] = {}
         self._assigned: dict[int, list[TopicPartition]] = {}
+        self._admin: AdminClient | None = None
         self._consumer: Consumer | None = None
+
+    def connect(self) -> None:
+        """The reader's clients, connected before a takeover needs them (scheduler.kafka.clients.settled); their
+        own, so no other request of the process (the fencing's) shares their queue."""
+        if self._consumer is None:
+            self._admin = settled(AdminClient(self.conf))
+            self._consumer = settled(Consumer({**self.conf, **FETCH_CONF, "group.id": "restore",
+                                               "enable.auto.commit": False, "isolation.level": "read_committed",
+                                               "enable.partition.eof": True}))
 
     def begin(self, stores: Mapping[int, PartitionStore]) -> dict[int, PartitionRestore]:
         """Start restoring each partition into its store; all their bounds in one request per bound."""
         began = time.monotonic()
-        bounds = log_bounds(self.admin, list(self.changelogs.values()), sorted(stores), self.timeout_s)
+        self.connect()
+        assert self._admin is not None and self._consumer is not None
+        bounds = log_bounds(self._admin, list(self.changelogs.values()), sorted(stores), self.timeout_s)
         bounded = time.monotonic()
         started = {p: PartitionRestore(store, self.changelogs, p, self.codec, bounds[p], self.timeout_s, self.on_wait)
                    for p, store in stores.items()}
@@ -61,10 +69,6 @@ class RestoreReader:
         sources = {p: restore.sources() for p, restore in started.items()}
         fresh = [tp for tps in sources.values() for tp in tps]
         if fresh:
-            if self._consumer is None:
-                self._consumer = Consumer({**self.conf, **FETCH_CONF, "group.id": "restore",
-                                           "enable.auto.commit": False, "isolation.level": "read_committed",
-                                           "enable.partition.eof": True})
             self._consumer.incremental_assign(fresh)
             self._assigned.update((p, tps) for p, tps in sources.items() if tps)
         log.info("restores of partitions %s begun in %.3f s (log bounds %.3f s): %s", sorted(stores),
@@ -96,9 +100,12 @@ class RestoreReader:
             for tp in consumer.position([tp for tps in self._assigned.values() for tp in tps]):
                 if tp.offset >= 0:
                     reached.setdefault(tp.partition, {})[tp.topic] = tp.offset
+            # A fetch's records come in runs of one changelog partition: grouped by C-level accessors, not a
+            # Python call per record.
             runs: dict[int, list[tuple[str, list[Message]]]] = {}
-            for (topic, partition), run in itertools.groupby(messages, key=_source):
-                runs.setdefault(partition, []).append((topic, list(run)))
+            for partition, records in itertools.groupby(messages, key=Message.partition):
+                runs.setdefault(partition, []).extend(
+                    (topic, list(run)) for topic, run in itertools.groupby(records, key=Message.topic))
             for partition, restore in list(self.restores.items()):
                 restore.advance(runs.get(partition, []), reached.get(partition, {}), waited)
             finished += self._finished()
@@ -122,7 +129,7 @@ class RestoreReader:
         """Closing the consumer can take a while on a loaded machine: done once, when the process stops."""
         if self._consumer is not None:
             self._consumer.close()
-            self._consumer = None
+            self._consumer = self._admin = None
 
 
 def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],

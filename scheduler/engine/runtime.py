@@ -32,7 +32,7 @@ from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
-from scheduler.kafka.clients import connection
+from scheduler.kafka.clients import connection, settled
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.wire.topology import Topology
@@ -58,7 +58,7 @@ class SchedulerProcess:
         self._held_up = False  # the last turn had due work and could send none of it
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
-        self._admin = AdminClient(common)  # the restores' log bounds
+        self._admin = AdminClient(common)  # the fencing of dead previous owners
         self.tenants = ProcessTenants(config, self.topology, common)
         self.trigger_limits = self.tenants.trigger_limits
         self.catch_up_limits = self.tenants.catch_up_limits
@@ -74,9 +74,9 @@ class SchedulerProcess:
                                  self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
         previous = PreviousOwners(common, self._admin, group, inputs, self._transactional_id)
-        restores = RestoreReader(common, self.topics.changelogs, self.codec, self._admin,
-                                 on_wait=self.metrics.restore_waiting)
-        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, restores, self._make_task,
+        self.restores = RestoreReader(common, self.topics.changelogs, self.codec,
+                                      on_wait=self.metrics.restore_waiting)
+        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self.restores, self._make_task,
                                      self.metrics, self.standbys, previous.fence)
 
     def stop(self) -> None:
@@ -88,6 +88,9 @@ class SchedulerProcess:
         ensure_topics(self._common, self.topology, self.config.prefix)
         self.tenants.follow(self.codec, set(self.consumer.list_topics(timeout=10).topics))
         self.producer = TransactionalProducer(self._producer_conf)
+        # Connected now, not at the first takeover's first request (scheduler.kafka.clients.settled).
+        settled(self._admin)
+        self.restores.connect()
         self._subscribe()
         self.standbys.start()
         try:

@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from scheduler.kafka.clients import settled
+
 log = logging.getLogger(__name__)
 
 COMMIT_BACKOFF_S = 0.1   # first pause between commit attempts; doubled each time
@@ -35,7 +37,7 @@ class TransactionalProducer:
         self.raw = self._initialised()
 
     def _initialised(self) -> Producer:
-        producer = Producer(self.conf)
+        producer = settled(Producer(self.conf), self.init_timeout_s)
         producer.init_transactions(self.init_timeout_s)
         return producer
 
