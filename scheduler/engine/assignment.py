@@ -39,16 +39,16 @@ log = logging.getLogger(__name__)
 class Standbys(Protocol):
     """Warm copies of partitions this process does not own (issue 17, standby state)."""
 
-    def release(self, partitions: list[int]) -> None:
-        """`partitions` are about to be opened as active here: give up the standby copies of them first."""
+    def release(self, partitions: list[int]) -> dict[int, PartitionStore]:
+        """`partitions` are about to be active here: the stores of their standby copies, handed over open."""
 
     def adopt(self, partition: int) -> None:
         """`partition` was revoked (its active store is closed): it may be kept as a standby."""
 
 
 class NoStandbys:
-    def release(self, partitions: list[int]) -> None:
-        pass
+    def release(self, partitions: list[int]) -> dict[int, PartitionStore]:
+        return {}
 
     def adopt(self, partition: int) -> None:
         pass
@@ -190,20 +190,21 @@ class Assignment:
     def _begin(self, fresh: list[int], opening: Future[None]) -> None:
         """The stores of every partition added, then their restores, begun together."""
         began = time.monotonic()
-        self.standbys.release(fresh)
+        stores = self.standbys.release(fresh)
         released = time.monotonic()
-        stores = {}
         for partition in fresh:
             pending = self.pending[partition]
             pending.opening = opening
-            pending.store = stores[partition] = self.open_store(partition)
+            if partition not in stores:
+                stores[partition] = self.open_store(partition)
+            pending.store = stores[partition]
         opened = time.monotonic()
         for partition, restore in self.restores.begin(stores).items():
             self.pending[partition].restore = restore
         assigned = min(self.pending[p].assigned_at for p in fresh)
-        log.info("restores of partitions %s begun %.2f s after their assignment: standbys released in %.3f s, "
-                 "stores opened in %.3f s, restores begun in %.3f s", fresh, began - assigned, released - began,
-                 opened - released, time.monotonic() - opened)
+        log.info("restores of partitions %s begun %.2f s after their assignment: standby stores taken over in "
+                 "%.3f s, other stores opened in %.3f s, restores begun in %.3f s", fresh, began - assigned,
+                 released - began, opened - released, time.monotonic() - opened)
 
     def _open_stages(self, partitions: list[int]) -> None:
         began = time.monotonic()

@@ -118,13 +118,12 @@ class PartitionRestore:
         codec = self.codec
         for topic, run in runs:
             name = self.stores[topic]
-            applied = 0
+            events = 0  # end-of-log events among the run's records
             if name == "schedules":
                 for msg in run:
                     if msg.error() is not None:
-                        self._eof(topic, msg)
+                        events += self._eof(topic, msg)
                         continue
-                    applied += 1
                     value = msg.value()
                     if value is None:
                         delete(msg.key(), schedules_h)
@@ -142,26 +141,27 @@ class PartitionRestore:
                 target = timeline_h if name == "timeline" else handle(name)
                 for msg in run:
                     if msg.error() is not None:
-                        self._eof(topic, msg)
+                        events += self._eof(topic, msg)
                         continue
-                    applied += 1
                     value = msg.value()
                     if value is None:
                         delete(msg.key(), target)
                     else:
                         put(msg.key(), local_entry(value, codec) if target is timeline_h else value, target)
-            self.applied[name] += applied
-            self._unclaimed += applied
+            self.applied[name] += len(run) - events
+            self._unclaimed += len(run) - events
         batch.commit()
         if self._unclaimed >= CHECKPOINT_EVERY:
             self.checkpoint()
 
-    def _eof(self, topic: str, msg: Message) -> None:
+    def _eof(self, topic: str, msg: Message) -> int:
+        """The reader reached the end it is shown (an error other than that fails the restore); returns 1."""
         error = msg.error()
         if error.code() != KafkaError._PARTITION_EOF:
             raise RuntimeError(f"restoring {topic}[{self.partition}]: {error}")
         self.positions[topic] = max(self.positions[topic], msg.offset())
         self._stable_end[topic] = msg.offset()
+        return 1
 
     def checkpoint(self) -> None:
         """Claim what was written: flushed first, then the positions reached (`PartitionStore.checkpoint`)."""
