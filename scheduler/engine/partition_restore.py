@@ -165,7 +165,7 @@ class PartitionRestore:
 
     def checkpoint(self) -> None:
         """Claim what was written: flushed first, then the positions reached (`PartitionStore.checkpoint`)."""
-        self.store.checkpoint({self.stores[t]: self.positions[t] for t in self.stores})
+        self.store.checkpoint({self.stores[t]: self.positions[t] for t in self.stores}, self._unclaimed > 0)
         self._unclaimed = 0
 
     def finish(self) -> None:
