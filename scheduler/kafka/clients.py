@@ -77,6 +77,8 @@ def settled(client: Any, timeout_s: float = 10.0) -> Any:
     """`client` once it has its cluster connection. librdkafka (2.16) drops its bootstrap connection at the first
     metadata answer; a request issued meanwhile waited 0.5-3 s for the next connection attempt (a takeover's
     first ListOffsets took 3.0 s, a fresh transactional producer's init 0.5 s, in about one try of three).
-    Asking for the metadata first costs one round trip and settles that."""
+    Asking for the metadata first costs one round trip and settles that. It also fills the client's metadata
+    cache, so a producer then refuses a record for a partition that does not exist at `produce` instead of
+    failing its delivery: not used for `TransactionalProducer`, whose callers rely on the latter."""
     client.list_topics(timeout=timeout_s)
     return client

@@ -13,8 +13,6 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from scheduler.kafka.clients import settled
-
 log = logging.getLogger(__name__)
 
 COMMIT_BACKOFF_S = 0.1   # first pause between commit attempts; doubled each time
@@ -37,7 +35,7 @@ class TransactionalProducer:
         self.raw = self._initialised()
 
     def _initialised(self) -> Producer:
-        producer = settled(Producer(self.conf), self.init_timeout_s)
+        producer = Producer(self.conf)
         producer.init_transactions(self.init_timeout_s)
         return producer
 
