@@ -4,9 +4,10 @@ Writes `--schedules` idle ScheduleState records (one-shots 60 days out, as bench
 into the schedules changelog of a fresh prefix, spread over the partitions as the engine would, with the `wake`
 header the engine writes since issue 17, and copies them without it into a second prefix (as records written
 before the header: restore decodes each one; `--header-only` skips it). Then restores every partition of each
-into an empty store with scheduler.engine.restore.PartitionRestore, all partitions at once in 200 ms slices as
-the engine does after a takeover, and reports seconds per million schedules. Not included: the group's assignment, the stage producers, the process start (see
-bench/scale.py for the engine end to end). Writes bench/results/restore-<N>.md.
+into an empty store with scheduler.engine.restore.RestoreReader, all partitions at once over one consumer in
+200 ms slices as the engine does after a takeover, and reports seconds per million schedules. Not included: the
+group's assignment, the stage producers, the process start (see bench/scale.py for the engine end to end).
+Writes bench/results/restore-<N>.md.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from scheduler.control.client import make_spec  # noqa: E402
 from scheduler.wire.codec import Codec  # noqa: E402
 from scheduler.engine.config import task_topics  # noqa: E402
 from scheduler.engine.partition_store import PartitionStore  # noqa: E402
-from scheduler.engine.restore import PartitionRestore  # noqa: E402
+from scheduler.engine.restore import RestoreReader  # noqa: E402
 from scheduler.engine.timeline_keys import WAKE_HEADER, wake_key  # noqa: E402
 from scheduler.wire.partitioning import partition_for  # noqa: E402
 from scheduler.wire.topology import Topology  # noqa: E402
@@ -90,25 +91,20 @@ def copy_without_headers(bootstrap: str, source: str, target: str, count: int, p
 def restore_all(bootstrap: str, topics: dict[str, str], partitions: int,
                 workdir: Path) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds of this process (librdkafka's and RocksDB's threads included) and schedules
-    restored. Every partition at once, stepped in 200 ms slices, the smallest remaining first, as the engine's
-    assignment does after a takeover; the stores' close (their memtables flushed) is included."""
+    restored. Every partition at once over one reader, stepped in 200 ms slices, as the engine's assignment does
+    after a takeover; the stores' close is included."""
     codec = Codec.default()
+    reader = RestoreReader({"bootstrap.servers": bootstrap}, topics, codec)
+    reader.connect()  # as the engine's, at its start
     started = time.monotonic()
     cpu = time.process_time()
     stores = {p: PartitionStore(workdir / f"p{p}") for p in range(partitions)}
-    restores = {p: PartitionRestore(store, {"bootstrap.servers": bootstrap}, topics, p, codec)
-                for p, store in stores.items()}
-    pending = dict(restores)
-    while pending:
-        until = time.monotonic() + 0.2
-        for partition in sorted(pending, key=lambda p: pending[p].remaining):
-            if pending[partition].step(until):
-                del pending[partition]
-            if time.monotonic() >= until:
-                break
-    for partition, restore in restores.items():
-        restore.close()
-        stores[partition].close()
+    restores = reader.begin(stores)
+    while reader.restores:
+        reader.step(time.monotonic() + 0.2)
+    reader.close()
+    for store in stores.values():
+        store.close(collect=False)  # never opened again here
     return (time.monotonic() - started, time.process_time() - cpu,
             sum(restore.applied["schedules"] for restore in restores.values()))
 

@@ -5,17 +5,19 @@ partitions incrementally: a join or a leave moves only what must move, and the c
 partitions added or taken. Partition p of the four co-partitioned inputs is one unit here: it becomes a task
 only once all four are assigned, and stops being one as soon as any of them is revoked.
 
-A newly assigned partition is paused at once and the callback returns; the main loop then opens its store and
-replays its changelogs, a time-boxed slice per turn (`EngineConfig.restore_slice_ms`), while the partitions
-already owned keep dispatching. Beside the replay, on threads: its stage producers are opened (fencing a dead
-owner's open stage, scheduler/engine/stager.py) and a dead previous owner's open turn is aborted
+A newly assigned partition is paused at once and the callback returns; the main loop then opens the stores of
+all the partitions added and begins their restores together (one reader, scheduler/engine/restore.py), a
+time-boxed slice per turn (`EngineConfig.restore_slice_ms`), while the partitions already owned keep
+dispatching. Beside the replay, on threads: their stage producers are opened (fencing a dead owner's open
+stage, scheduler/engine/stager.py) and a dead previous owner's open turn is aborted
 (scheduler/engine/previous_owner.py). Both would otherwise hold the replay back at their first record until
 the broker timed them out; the replay waits there, at most, until they are done. Each partition is resumed,
 with its task, as soon as its own restore and its stage producers are done. A partition revoked mid-restore
-drops its restore: the store is closed at a batch boundary, whose checkpoint claims only what was written.
+drops its restore: what it wrote is flushed and checkpointed, and the store is closed.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable
@@ -26,7 +28,8 @@ from typing import Protocol
 from confluent_kafka import Consumer, TopicPartition
 
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import PartitionRestore
+from scheduler.engine.partition_restore import PartitionRestore
+from scheduler.engine.restore import RestoreReader
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.metrics import EngineMetrics
@@ -36,16 +39,16 @@ log = logging.getLogger(__name__)
 class Standbys(Protocol):
     """Warm copies of partitions this process does not own (issue 17, standby state)."""
 
-    def release(self, partition: int) -> None:
-        """`partition` is about to be opened as active here: give up the standby copy of it first."""
+    def release(self, partitions: list[int]) -> dict[int, PartitionStore]:
+        """`partitions` are about to be active here: the stores of their standby copies, handed over open."""
 
     def adopt(self, partition: int) -> None:
         """`partition` was revoked (its active store is closed): it may be kept as a standby."""
 
 
 class NoStandbys:
-    def release(self, partition: int) -> None:
-        pass
+    def release(self, partitions: list[int]) -> dict[int, PartitionStore]:
+        return {}
 
     def adopt(self, partition: int) -> None:
         pass
@@ -65,14 +68,13 @@ class _Pending:
 
 class Assignment:
     def __init__(self, inputs: list[str], tasks: dict[int, SchedulerTask], stages: StageRunner,
-                 open_store: Callable[[int], PartitionStore],
-                 begin_restore: Callable[[int, PartitionStore], PartitionRestore],
+                 open_store: Callable[[int], PartitionStore], restores: RestoreReader,
                  make_task: Callable[[int, PartitionStore], SchedulerTask], metrics: EngineMetrics,
                  standbys: Standbys | None = None, fence: Callable[[list[int]], object] | None = None) -> None:
         self.inputs = inputs
         self.tasks = tasks  # the process's tasks, shared: only restored partitions are in it
         self.stages = stages
-        self.open_store, self.begin_restore, self.make_task = open_store, begin_restore, make_task
+        self.open_store, self.restores, self.make_task = open_store, restores, make_task
         self.metrics = metrics
         self.standbys: Standbys = standbys if standbys is not None else NoStandbys()
         self.fence = fence  # aborts dead previous owners' open turns over the given partitions
@@ -80,7 +82,6 @@ class Assignment:
         self.pending: dict[int, _Pending] = {}
         self._consumer: Consumer | None = None
         self._opener = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stage-open")
-        self._closer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="restore-close")
 
     @property
     def restoring(self) -> bool:
@@ -117,10 +118,13 @@ class Assignment:
         for partition in revoked:
             task = self.tasks.pop(partition, None)
             if task is not None:
-                task.store.close()
+                task.store.close(collect=False)
             pending = self.pending.pop(partition, None)
             if pending is not None:
                 self._drop(partition, pending)
+        if revoked:
+            gc.collect()  # once for all the stores closed: then a standby may open them again
+        for partition in revoked:
             self.standbys.adopt(partition)
         for tp in partitions:
             topics = self.assigned.get(tp.partition)
@@ -133,14 +137,14 @@ class Assignment:
         log.info("revoked partitions %s", touched)
 
     def _drop(self, partition: int, pending: _Pending) -> None:
-        """Revoked mid-restore: what was written so far is checkpointed batch by batch, nothing else is claimed."""
+        """Revoked mid-restore: what was written so far is flushed and checkpointed, nothing else is claimed."""
         if pending.restore is not None:
-            self._closer.submit(pending.restore.close)
+            self.restores.drop(partition)
             self.metrics.restore_cancelled.inc()
             log.info("restore of partition %d dropped: revoked with %d changelog offsets to go", partition,
                      pending.restore.remaining)
         if pending.store is not None:
-            pending.store.close()
+            pending.store.close(collect=False)
         self.metrics.restore_progress_done(partition)
 
     def unowned(self, topic: str, partition: int, offset: int) -> None:
@@ -162,26 +166,19 @@ class Assignment:
             if self.fence is not None:
                 self._opener.submit(self.fence, fresh)
             opening = self._opener.submit(self._open_stages, fresh)
-            for partition in fresh:
-                pending = self.pending[partition]
-                pending.opening = opening
-                self.standbys.release(partition)
-                pending.store = self.open_store(partition)
-                pending.restore = self.begin_restore(partition, pending.store)
+            self._begin(fresh, opening)
+        for partition in self.restores.step(until):
+            self.pending[partition].restored = True
         started = False
-        for partition, pending in sorted(self.pending.items(), key=lambda item: _remaining(item[1])):
+        for partition, pending in list(self.pending.items()):
             restore = pending.restore
             assert restore is not None and pending.opening is not None
             if not pending.restored:
-                pending.restored = restore.step(until)
-                if not pending.restored:
-                    self.metrics.restore_progress(partition, restore.remaining, restore.eta_s())
-            if pending.restored and pending.opening.done():
+                self.metrics.restore_progress(partition, restore.remaining, restore.eta_s())
+            elif pending.opening.done():
                 pending.opening.result()
                 self._start(partition, pending)
                 started = True
-            if time.monotonic() >= until:
-                break
         if self.pending and all(pending.restored for pending in self.pending.values()):
             # Only stage producers left to wait for: wait for them rather than spin the loop.
             wait({pending.opening for pending in self.pending.values() if pending.opening is not None},
@@ -189,6 +186,25 @@ class Assignment:
         self.metrics.restoring.set(len(self.pending))
         if started:  # the partitions with a task, once their stores are open and restored
             log.info("assigned partitions %s", sorted(self.tasks))
+
+    def _begin(self, fresh: list[int], opening: Future[None]) -> None:
+        """The stores of every partition added, then their restores, begun together."""
+        began = time.monotonic()
+        stores = self.standbys.release(fresh)
+        released = time.monotonic()
+        for partition in fresh:
+            pending = self.pending[partition]
+            pending.opening = opening
+            if partition not in stores:
+                stores[partition] = self.open_store(partition)
+            pending.store = stores[partition]
+        opened = time.monotonic()
+        for partition, restore in self.restores.begin(stores).items():
+            self.pending[partition].restore = restore
+        assigned = min(self.pending[p].assigned_at for p in fresh)
+        log.info("restores of partitions %s begun %.2f s after their assignment: standby stores taken over in "
+                 "%.3f s, other stores opened in %.3f s, restores begun in %.3f s", fresh, began - assigned,
+                 released - began, opened - released, time.monotonic() - opened)
 
     def _open_stages(self, partitions: list[int]) -> None:
         began = time.monotonic()
@@ -202,7 +218,6 @@ class Assignment:
         restore, store = pending.restore, pending.store
         assert restore is not None and store is not None
         del self.pending[partition]
-        self._closer.submit(restore.close)
         self.tasks[partition] = self.make_task(partition, store)
         tps = [TopicPartition(topic, partition) for topic in self.inputs]
         consumer = self._consumer
@@ -216,14 +231,10 @@ class Assignment:
 
     def close(self) -> None:
         self._opener.shutdown(wait=True)
-        for pending in self.pending.values():
+        for partition, pending in self.pending.items():
             if pending.restore is not None:
-                pending.restore.close()
+                self.restores.drop(partition)
             if pending.store is not None:
                 pending.store.close()
         self.pending.clear()
-        self._closer.shutdown(wait=True)
-
-
-def _remaining(pending: _Pending) -> int:
-    return pending.restore.remaining if pending.restore is not None else 0
+        self.restores.close()

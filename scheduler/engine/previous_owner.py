@@ -25,6 +25,8 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from scheduler.kafka.clients import settled
+
 log = logging.getLogger(__name__)
 
 TIMEOUT_S = 10.0
@@ -95,7 +97,7 @@ class PreviousOwners:
 
 def _abort_open_turn(common: dict[str, Any], transactional_id: str) -> None:
     """The coordinator answers CONCURRENT_TRANSACTIONS until the abort is written: retry soon, not at 100 ms+."""
-    producer = Producer({**common, "transactional.id": transactional_id, "retry.backoff.ms": 10,
-                         "retry.backoff.max.ms": 50})
+    producer = settled(Producer({**common, "transactional.id": transactional_id, "retry.backoff.ms": 10,
+                                 "retry.backoff.max.ms": 50}), TIMEOUT_S)
     producer.init_transactions(TIMEOUT_S)
     producer.flush(0)

@@ -24,7 +24,7 @@ from scheduler.engine import dispatch_lane
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.previous_owner import PreviousOwners, owner_tag
-from scheduler.engine.restore import PartitionRestore
+from scheduler.engine.restore import RestoreReader
 from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.process_tenants import ProcessTenants
 from scheduler.engine.stager import StageRunner
@@ -32,7 +32,7 @@ from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
-from scheduler.kafka.clients import connection
+from scheduler.kafka.clients import connection, settled
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.wire.topology import Topology
@@ -58,7 +58,7 @@ class SchedulerProcess:
         self._held_up = False  # the last turn had due work and could send none of it
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
-        self._admin = AdminClient(common)  # the restores' log bounds
+        self._admin = AdminClient(common)  # the fencing of dead previous owners
         self.tenants = ProcessTenants(config, self.topology, common)
         self.trigger_limits = self.tenants.trigger_limits
         self.catch_up_limits = self.tenants.catch_up_limits
@@ -74,8 +74,10 @@ class SchedulerProcess:
                                  self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
         previous = PreviousOwners(common, self._admin, group, inputs, self._transactional_id)
-        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self._begin_restore,
-                                     self._make_task, self.metrics, self.standbys, previous.fence)
+        self.restores = RestoreReader(common, self.topics.changelogs, self.codec,
+                                      on_wait=self.metrics.restore_waiting)
+        self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self.restores, self._make_task,
+                                     self.metrics, self.standbys, previous.fence)
 
     def stop(self) -> None:
         self._stop.set()
@@ -86,6 +88,9 @@ class SchedulerProcess:
         ensure_topics(self._common, self.topology, self.config.prefix)
         self.tenants.follow(self.codec, set(self.consumer.list_topics(timeout=10).topics))
         self.producer = TransactionalProducer(self._producer_conf)
+        # Connected now, not at the first takeover's first request (scheduler.kafka.clients.settled).
+        settled(self._admin)
+        self.restores.connect()
         self._subscribe()
         self.standbys.start()
         try:
@@ -116,10 +121,6 @@ class SchedulerProcess:
 
     def _open_store(self, partition: int) -> PartitionStore:
         return PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
-
-    def _begin_restore(self, partition: int, store: PartitionStore) -> PartitionRestore:
-        return PartitionRestore(store, self._common, self.topics.changelogs, partition, self.codec,
-                                on_wait=self.metrics.restore_waiting, admin=self._admin)
 
     def _make_task(self, partition: int, store: PartitionStore) -> SchedulerTask:
         return SchedulerTask(partition, store, self.topics, self.codec, self.tenants.policy(), self.config.horizon_ms,

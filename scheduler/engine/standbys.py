@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient
 
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import record_writes
+from scheduler.engine.partition_restore import record_writes
 from scheduler.engine.standby_placement import standby_partitions
 from scheduler.engine.metrics import EngineMetrics
 
@@ -73,11 +73,17 @@ class Standbys:
 
     # -- the active path's two hooks ----------------------------------------------
 
-    def release(self, partition: int) -> None:
-        """Before the active path opens `partition`'s store: the standby's handle is closed first."""
+    def release(self, partitions: list[int]) -> dict[int, PartitionStore]:
+        """These partitions become active here: their standby copies' stores, handed over open (closing and
+        opening one again took ~0.1 s a partition, on the takeover's path); the others are for the active path
+        to open. The copies' checkpoints say where the active restore goes on."""
         with self._lock:
-            self._active.add(partition)
-            self._close(partition)
+            self._active.update(partitions)
+            handed = {p: self._warm.pop(p).store for p in partitions if p in self._warm}
+            self._reopened.update(handed)
+        for partition in handed:
+            self.metrics.standby_dropped(partition)
+        return handed
 
     def adopt(self, partition: int) -> None:
         """After the active path closed `partition`'s store: a standby may keep it warm from here."""

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 
 from engine_harness import CODEC, TOPOLOGY, ensure_layout
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import RestoreStalled, restore_partition
+from scheduler.engine.restore import RestoreReader, RestoreStalled, restore_partition
 
 PARTITION = 3
 
@@ -79,4 +79,50 @@ def test_restore_fails_loudly_when_the_open_transaction_outlasts_its_bound(
         assert store.changelog_offset("occurrences") <= 2, "the checkpoint never claims what lies past b"
     finally:
         left_open.abort_transaction()
+        store.close()
+
+
+def test_partitions_restored_together_one_dropped_midway_goes_on_from_its_checkpoint(
+        kafka_bootstrap: str, unique_prefix: str, tmp_path: Path) -> None:
+    """One reader restores two partitions at once; one is dropped (revoked) mid-restore: its checkpoint claims
+    exactly what its store holds, and a later restore from that checkpoint reads only the rest."""
+    ensure_layout(kafka_bootstrap, unique_prefix)
+    topic = TOPOLOGY.topic_name("occurrence-status-changelog", unique_prefix)
+    count = 60_000  # per partition: more than one fetch of the reader's holds (restore.BATCH over both)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
+    for partition in (1, 2):
+        for n in range(count):
+            producer.produce(topic, b"v%d" % n, b"p%d-%06d" % (partition, n), partition=partition)
+            if n % 10_000 == 0:
+                producer.poll(0)
+    producer.flush(60)
+    changelogs = {"occurrences": topic}
+    stores = {p: PartitionStore(tmp_path / f"p{p}") for p in (1, 2)}
+    reader = RestoreReader({"bootstrap.servers": kafka_bootstrap}, changelogs, CODEC, timeout_s=30)
+    try:
+        restores = reader.begin(stores)
+        deadline = time.monotonic() + 60
+        while not any(0 < r.applied["occurrences"] < count for r in reader.restores.values()):
+            assert reader.restores and time.monotonic() < deadline, "no restore was ever seen midway"
+            reader.step(time.monotonic() + 0.01)
+        dropped = next(p for p, r in reader.restores.items() if 0 < r.applied["occurrences"] < count)
+        kept = 3 - dropped
+        reader.drop(dropped)
+        while reader.restores:
+            reader.step(time.monotonic() + 1.0)
+        assert restores[kept].applied["occurrences"] == count
+        claimed = stores[dropped].changelog_offset("occurrences")
+        held = sum(1 for _ in stores[dropped].keys_from("occurrences", b"", b"\xff"))
+        assert claimed == held == restores[dropped].applied["occurrences"], "the checkpoint claims what is held"
+    finally:
+        reader.close()
+        for store in stores.values():
+            store.close()
+    store = PartitionStore(tmp_path / f"p{dropped}")
+    try:
+        again = restore_partition(store, {"bootstrap.servers": kafka_bootstrap}, changelogs, dropped, CODEC)
+        assert again["occurrences"] == count - claimed, "the second restore went on from the checkpoint"
+        assert sum(1 for _ in store.keys_from("occurrences", b"", b"\xff")) == count
+        assert store.get("occurrences", b"p%d-%06d" % (dropped, count - 1)) == b"v%d" % (count - 1)
+    finally:
         store.close()

@@ -1,3 +1,7 @@
+import signal
+import subprocess
+import sys
+
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.timeline_keys import (DISPATCH, END, WAKE, LocalEntry, due_ms_of, lane_bound, occurrence_key,
                                             wake_key, wake_schedule_id)
@@ -63,7 +67,7 @@ def test_entries_due_at_one_instant_come_out_tenant_by_tenant_in_turn():
     assert sorted(big + small + later) == [big[0], small[0], big[1], big[2], later[0]]
 
 
-def test_a_bulk_write_lands_with_its_checkpoints_and_nothing_before_commit(tmp_path):
+def test_a_bulk_write_lands_at_commit_and_is_claimed_only_by_a_checkpoint(tmp_path):
     store = PartitionStore(tmp_path / "p0")
     store.write({"schedules": {b"gone": b"old"}}, {"schedules": 3})
     bulk = store.bulk()
@@ -71,8 +75,43 @@ def test_a_bulk_write_lands_with_its_checkpoints_and_nothing_before_commit(tmp_p
     bulk.put(b"W1", b"", bulk.handle("timeline"))
     bulk.delete(b"gone", bulk.handle("schedules"))
     assert store.get("schedules", b"s1") is None and store.changelog_offset("schedules") == 3
-    bulk.commit({"schedules": 10, "timeline": 4})
+    bulk.commit()
     assert store.get("schedules", b"s1") == b"v1" and store.get("timeline", b"W1") == b""
     assert store.get("schedules", b"gone") is None
+    assert store.changelog_offset("schedules") == 3, "an unlogged write claims nothing"
+    store.checkpoint({"schedules": 10, "timeline": 4})
     assert (store.changelog_offset("schedules"), store.changelog_offset("timeline")) == (10, 4)
     store.close()
+
+
+_KILLED_MID_RESTORE = """
+import os, signal, sys
+from pathlib import Path
+from scheduler.engine.partition_store import PartitionStore
+store = PartitionStore(Path(sys.argv[1]))
+bulk = store.bulk()
+bulk.put(b"s1", b"v1", bulk.handle("schedules"))
+bulk.commit()
+store.checkpoint({"schedules": 10})
+bulk = store.bulk()
+bulk.put(b"s2", b"v2", bulk.handle("schedules"))
+bulk.commit()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_kill_after_unlogged_writes_leaves_the_last_checkpoint_and_all_it_claims(tmp_path):
+    """Restores write without the WAL: a kill -9 loses what came after the last checkpoint, which the next restore
+    reads again from the changelog, and never what a checkpoint claims."""
+    store = PartitionStore(tmp_path / "p0")
+    store.write({"schedules": {b"s0": b"v0"}}, {"schedules": 3})
+    store.close()
+    killed = subprocess.run([sys.executable, "-c", _KILLED_MID_RESTORE, str(tmp_path / "p0")], timeout=60)
+    assert killed.returncode == -signal.SIGKILL
+    store = PartitionStore(tmp_path / "p0")
+    try:
+        assert store.changelog_offset("schedules") == 10
+        assert store.get("schedules", b"s0") == b"v0" and store.get("schedules", b"s1") == b"v1"
+        assert store.get("schedules", b"s2") is None, "written after the checkpoint, unlogged: lost, read again"
+    finally:
+        store.close()
