@@ -578,7 +578,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     ok = [a for oid, a in first_seen.items() if oid in expected]
     early = sum(1 for a in ok if a.timestamp_ms < expected[a.occurrence_id][1])
     # Lag from the instant the occurrence was due: scheduled_for for strict, available_at for flexible.
-    seen_lag = sorted(a.visible_ms - expected[a.occurrence_id][1] for a in ok)
+    visible_lag = sorted(a.visible_ms - expected[a.occurrence_id][1] for a in ok)
     read_lag = sorted(a.seen_ms - expected[a.occurrence_id][1] for a in ok)
     enq_lag = sorted(a.timestamp_ms - expected[a.occurrence_id][1] for a in ok)
     large = sorted(a.visible_ms - expected[a.occurrence_id][1] for a in ok if a.tenant == LARGE)
@@ -600,8 +600,8 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
                    staged_share=stage["staged"] / max(1, len(expected)) if stage else 0.0,
                    visible_ratio=engine_rate / ceiling_rate)
     summary.update(count=len(expected), arrived=len(ok), missing=len(missing), unexpected=len(unexpected),
-                   p50_ms=percentile(seen_lag, 0.5), p99_ms=percentile(seen_lag, 0.99),
-                   max_ms=seen_lag[-1] if seen_lag else 0, engine_rate=engine_rate, ceiling_rate=ceiling_rate)
+                   p50_ms=percentile(visible_lag, 0.5), p99_ms=percentile(visible_lag, 0.99),
+                   max_ms=visible_lag[-1] if visible_lag else 0, engine_rate=engine_rate, ceiling_rate=ceiling_rate)
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = (f"scale-{config.count}-idle{config.idle}" if config.measure_state
@@ -650,7 +650,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         "| measure | count | p50 | p95 | p99 | max |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for label, values in (("visible (all)", seen_lag), ("read by the one reader (all)", read_lag),
+    for label, values in (("visible (all)", visible_lag), ("read by the one reader (all)", read_lag),
                           ("enqueued (all)", enq_lag),
                           (f"visible, large tenant `{LARGE}`", large), ("visible, small tenants", small)):
         lines.append(f"| {label} | {len(values):,} | {percentile(values, 0.5):,} | {percentile(values, 0.95):,} | "
@@ -661,9 +661,9 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         first_visible.setdefault(a.occurrence_id, a.visible_ms)
         first_read.setdefault(a.occurrence_id, a.seen_ms)
     stage = summary.get("stage")
-    lines += around.section(due_ms, bystanders, first_visible, seen_lag, stage.get("window_ms") if stage else None,
+    lines += around.section(due_ms, bystanders, first_visible, visible_lag, stage.get("window_ms") if stage else None,
                             first_read, read_lag)
-    p99 = percentile(seen_lag, 0.99)
+    p99 = percentile(visible_lag, 0.99)
     ratio = engine_rate / ceiling_rate
     lines += [
         "",

@@ -76,10 +76,8 @@ def section(due_ms: int, bystanders: dict[str, tuple[str, int]], seen: dict[str,
     total = summary(due_ms, arrived)
     ordered_burst = sorted(burst)
 
-    def read_p99(start_ms: int | None = None, end_ms: int | None = None) -> str:
-        band = [(at, lag) for at, lag in arrived_read
-                if start_ms is None or start_ms <= at - due_ms < end_ms]  # type: ignore[operator]
-        return f"{summary(due_ms, band)['p99']:,}"
+    def in_band(pairs: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+        return [(at, lag) for at, lag in pairs if start * 1000 <= at - due_ms < end * 1000]
     seconds = sorted({at // 1000 - due_ms // 1000 for _, at in bystanders.values()})
     lines = [
         "",
@@ -100,11 +98,12 @@ def section(due_ms: int, bystanders: dict[str, tuple[str, int]], seen: dict[str,
         f"| burst | T | {len(ordered_burst):,} | {_pct(ordered_burst, 0.5):,} | {_pct(ordered_burst, 0.99):,} | "
         f"{ordered_burst[-1] if ordered_burst else 0:,} | {_pct(sorted(burst_read), 0.99):,} |",
         f"| bystanders, all | T{seconds[0]:+d} s .. T{seconds[-1]:+d} s | {total['count']:,} | {total['p50']:,} | "
-        f"{total['p99']:,} | {total['max']:,} | {read_p99()} |",
+        f"{total['p99']:,} | {total['max']:,} | {summary(due_ms, arrived_read)['p99']:,} |",
     ]
     for start, end in BANDS:
-        band = summary(due_ms, [(at, lag) for at, lag in arrived if start * 1000 <= at - due_ms < end * 1000])
+        band = summary(due_ms, in_band(arrived, start, end))
         if band["count"]:
             lines.append(f"| bystanders | [{start:+d} s, {end:+d} s) | {band['count']:,} | {band['p50']:,} | "
-                         f"{band['p99']:,} | {band['max']:,} | {read_p99(start * 1000, end * 1000)} |")
+                         f"{band['p99']:,} | {band['max']:,} | "
+                         f"{summary(due_ms, in_band(arrived_read, start, end))['p99']:,} |")
     return lines + [""]

@@ -118,14 +118,15 @@ def produce_some(produce: Callable[..., None], poll: Callable[[float], object], 
     about 0.7 µs more a record, 0.35 s of a 500,000 stage's produce work."""
     while not pending.done:
         topic, partition, values, keys = pending.runs[pending.run]
-        where = KEYS_PARTITION if partition is None else partition
+        if partition is None:
+            partition = KEYS_PARTITION
         n = len(values)
         i = pending.record
         while i < n:
             stop = min(n, i + SLICE_RECORDS)
             try:
                 for i in range(i, stop):  # noqa: B020 -- resumes at the record the full queue refused
-                    produce(topic, values[i], keys[i], where, None, None, timestamp_ms)
+                    produce(topic, values[i], keys[i], partition, None, None, timestamp_ms)
                 i = stop
             except BufferError:
                 poll(0.05)

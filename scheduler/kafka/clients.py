@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -73,7 +73,14 @@ def client_settings(client_config: Mapping[str, str], own: Mapping[str, object])
     return {"log_level": 4, **client_config, **own}
 
 
-def settled(client: Any, timeout_s: float = 10.0) -> Any:
+class _Connects(Protocol):
+    def list_topics(self, *, timeout: float) -> object: ...
+
+
+C = TypeVar("C", bound=_Connects)
+
+
+def settled(client: C, timeout_s: float = 10.0) -> C:
     """`client` once it has its cluster connection. librdkafka (2.16) drops its bootstrap connection at the first
     metadata answer; a request issued meanwhile waited 0.5-3 s for the next connection attempt (a takeover's
     first ListOffsets took 3.0 s, a fresh transactional producer's init 0.5 s, in about one try of three).
