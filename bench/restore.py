@@ -1,8 +1,7 @@
 """Restore throughput: `python bench/restore.py --schedules 1000000 [--bootstrap HOST:PORT]`.
 
-Writes `--schedules` idle ScheduleState records (one-shots 60 days out, as bench/scale.py's idle set) straight
-into the schedules changelog of a fresh prefix, spread over the partitions as the engine would, with the `wake`
-header the engine writes since issue 17, and copies them without it into a second prefix (as records written
+Writes `--schedules` idle ScheduleState records (one-shots 60 days out) straight into the schedules changelog of
+a fresh prefix (bench/idle_states.py: spread over the partitions as the engine would, with the `wake` header), and copies them without it into a second prefix (as records written
 before the header: restore decodes each one; `--header-only` skips it). Then restores every partition of each
 into an empty store with scheduler.engine.restore.RestoreReader, all partitions at once over one consumer in
 200 ms slices as the engine does after a takeover, and reports seconds per million schedules. Not included: the
@@ -27,41 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import scheduler  # noqa: E402
 from scheduler.kafka.admin import ensure_topics  # noqa: E402
-from scheduler.control.client import make_spec  # noqa: E402
-from scheduler.wire.codec import Codec  # noqa: E402
 from scheduler.engine.config import task_topics  # noqa: E402
 from scheduler.engine.partition_store import PartitionStore  # noqa: E402
 from scheduler.engine.restore import RestoreReader  # noqa: E402
-from scheduler.engine.timeline_keys import WAKE_HEADER, wake_key  # noqa: E402
-from scheduler.wire.partitioning import partition_for  # noqa: E402
+from scheduler.wire.codec import Codec  # noqa: E402
 from scheduler.wire.topology import Topology  # noqa: E402
+from idle_states import write_idle_states  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def load(bootstrap: str, topic: str, count: int, partitions: int) -> None:
-    codec = Codec.default()
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "lz4"})
-    far = int(time.time() * 1000) + 60 * 86_400_000
-    spec = make_spec("once", "2099-01-01T00:00:00Z")
-    for n in range(count):
-        sid = f"idle-{n:08d}"
-        state = {"schedule_id": sid, "tenant": "idle", "version": 1, "state": "ACTIVE", "spec": spec,
-                 "idempotency_key": None, "create_command_id": f"c-{n}", "created_at_ms": far - 1,
-                 "updated_at_ms": far - 1, "next_fire_ms": far + n, "fired_count": 0, "pending": [], "running": []}
-        key = sid.encode()
-        while True:
-            try:
-                producer.produce(topic, codec.encode("ScheduleState", state), key,
-                                 partition=partition_for(key, partitions),
-                                 headers=[(WAKE_HEADER, wake_key(state) or b"")])
-                break
-            except BufferError:
-                producer.poll(0.1)
-        if n % 10_000 == 0:
-            producer.poll(0)
-    producer.flush(120)
 
 
 def copy_without_headers(bootstrap: str, source: str, target: str, count: int, partitions: int) -> None:
@@ -126,7 +98,8 @@ def main() -> int:
     began = time.monotonic()
     if not args.loaded:
         ensure_topics(args.bootstrap, topology, prefixes[variants[0]], timeout=120)
-        load(args.bootstrap, schedules[variants[0]], args.schedules, partitions)
+        far_ms = int(time.time() * 1000) + 60 * 86_400_000
+        write_idle_states(args.bootstrap, schedules[variants[0]], args.schedules, partitions, far_ms)
     if not args.header_only:
         ensure_topics(args.bootstrap, topology, prefixes[variants[1]], timeout=120)
         copy_without_headers(args.bootstrap, schedules[variants[0]], schedules[variants[1]], args.schedules,

@@ -14,15 +14,20 @@ member) is never touched: its turn commits or aborts on its own within a turn.
 
 A member the group removed while alive (stalled past the session timeout) finds its producer fenced
 and ends, as with any fenced error; it could not commit for those partitions any more anyway.
+
+The tags are read with the consumer's own `committed()`, and the group is described only when a tag
+names another process: librdkafka 2.16's coordinator-targeted admin requests (DescribeConsumerGroups,
+ListConsumerGroupOffsets) abort the whole process when their connection drops mid-request
+(`rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'`, librdkafka PR #5397), and a
+lone process taking its own partitions back after a broker restart would otherwise ask exactly then.
 """
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from concurrent.futures import Future
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from scheduler.kafka.clients import settled
@@ -45,6 +50,12 @@ def parse_tag(metadata: str | None) -> tuple[str, str] | None:
     return transactional_id, member_id
 
 
+def other_owners(tags: Iterable[str | None], own_id: str) -> set[str]:
+    """The transactional ids other than ours that the tags name: only these make the group worth asking."""
+    parsed = (parse_tag(tag) for tag in tags)
+    return {p[0] for p in parsed if p is not None and p[0] != own_id}
+
+
 def dead_owners(tags: Iterable[str | None], members: set[str], clients: set[str], own_id: str) -> set[str]:
     """The transactional ids to fence: tagged by a member the group no longer has, and held by no member
     (a restart under the same instance id already aborted its own predecessor's turn)."""
@@ -59,21 +70,26 @@ def dead_owners(tags: Iterable[str | None], members: set[str], clients: set[str]
     return found
 
 
+Committed = Callable[[list[TopicPartition], float], list[TopicPartition]]
+
+
 class PreviousOwners:
     """The group's side of the takeover: read the tags, tell who is gone, fence them."""
 
-    def __init__(self, common: dict[str, Any], admin: AdminClient, group: str, inputs: list[str],
-                 own_id: str) -> None:
-        self.common, self.admin, self.group, self.inputs, self.own_id = common, admin, group, inputs, own_id
+    def __init__(self, common: dict[str, Any], admin: AdminClient, committed: Committed, group: str,
+                 inputs: list[str], own_id: str) -> None:
+        self.common, self.admin, self.committed = common, admin, committed
+        self.group, self.inputs, self.own_id = group, inputs, own_id
 
     def fence(self, partitions: list[int]) -> set[str]:
         """Fence the dead previous owners of `partitions`; returns their transactional ids. Best effort: a
         failure is logged and the restore waits for the broker's own abort, as it would without this."""
         try:
-            # Both questions at once: the takeover's critical path when a dead owner's turn was open.
-            offsets = self._offsets(partitions)
+            inputs = [TopicPartition(topic, p) for topic in self.inputs for p in partitions]
+            tags = [tp.metadata for tp in self.committed(inputs, TIMEOUT_S)]
+            if not other_owners(tags, self.own_id):
+                return set()
             group = self.admin.describe_consumer_groups([self.group], request_timeout=TIMEOUT_S)[self.group]
-            tags = [tp.metadata for tp in offsets.result(timeout=TIMEOUT_S * 2).topic_partitions]
             description = group.result(timeout=TIMEOUT_S * 2)
             members = {m.member_id for m in description.members}
             clients = {m.client_id for m in description.members}
@@ -88,11 +104,6 @@ class PreviousOwners:
             log.warning("previous owners of partitions %s not fenced (%s); restores wait for the broker to abort "
                         "their open turns", partitions, exc)
             return set()
-
-    def _offsets(self, partitions: list[int]) -> Future[ConsumerGroupTopicPartitions]:
-        request = ConsumerGroupTopicPartitions(
-            self.group, [TopicPartition(topic, p) for topic in self.inputs for p in partitions])
-        return self.admin.list_consumer_group_offsets([request], request_timeout=TIMEOUT_S)[self.group]
 
 
 def _abort_open_turn(common: dict[str, Any], transactional_id: str) -> None:

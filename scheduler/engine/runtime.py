@@ -71,9 +71,11 @@ class SchedulerProcess:
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock,
                                   (self.topology.topics["occurrences"].partitions, self.topology.schedule_partitions))
         self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
-                                 self.codec, config.standbys, lambda: self.consumer.memberid(), self.metrics)
+                                 self.topology.schedule_partitions, self.codec, config.standbys,
+                                 lambda: self.consumer.memberid(), self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
-        previous = PreviousOwners(common, self._admin, group, inputs, self._transactional_id)
+        previous = PreviousOwners(common, self._admin, lambda tps, timeout: self.consumer.committed(tps, timeout),
+                                  group, inputs, self._transactional_id)
         self.restores = RestoreReader(common, self.topics.changelogs, self.codec,
                                       on_wait=self.metrics.restore_waiting)
         self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self.restores, self._make_task,

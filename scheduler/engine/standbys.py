@@ -50,13 +50,14 @@ class _Warm:
 
 class Standbys:
     def __init__(self, state_root: Path, common: dict[str, Any], changelogs: dict[str, str], group: str,
-                 commands_topic: str, codec: Any, replicas: int, member_id: Callable[[], str | None],
-                 metrics: EngineMetrics) -> None:
+                 commands_topic: str, partitions: int, codec: Any, replicas: int,
+                 member_id: Callable[[], str | None], metrics: EngineMetrics) -> None:
         self.state_root = state_root
         self.changelogs = changelogs
         self.names = {topic: name for name, topic in changelogs.items()}
         self.group = group
         self.commands_topic = commands_topic
+        self.partitions = partitions
         self.codec = codec
         self.replicas = replicas
         self.member_id = member_id
@@ -151,6 +152,10 @@ class Standbys:
         me = self.member_id()
         if not me:
             return True
+        with self._lock:
+            if len(self._active) >= self.partitions:  # alone: nobody to keep copies for, no group request to risk
+                self._target = set()
+                return True
         try:
             future = admin.describe_consumer_groups([self.group], request_timeout=DESCRIBE_TIMEOUT_S)[self.group]
             # Bounded here too: a future left unresolved (seen under heavy load) must not stop the tailing.

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from console_env import console_server
@@ -84,7 +84,22 @@ def go(browser, element) -> None:
     """Click something that loads a page, and wait until the new page has replaced the old one."""
     old = browser.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(old))
+    WebDriverWait(browser, 30).until(lambda _: replaced(old))
+
+
+def replaced(old) -> bool:
+    """Whether the old page is gone. Asked while its document is being torn down, chromedriver may answer
+    with an 'unhandled inspector error' (DevTools: 'Cannot find context with specified id') instead of a
+    stale element: the context it cannot find is the old document's, so that is gone too."""
+    try:
+        old.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as error:
+        if "unhandled inspector error" in str(error):
+            return True
+        raise
+    return False
 
 
 def click(browser, element_id: str) -> None:

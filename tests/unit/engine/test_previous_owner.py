@@ -1,5 +1,5 @@
 """Which previous owners a takeover fences: only processes the group no longer has."""
-from scheduler.engine.previous_owner import dead_owners, owner_tag, parse_tag
+from scheduler.engine.previous_owner import dead_owners, other_owners, owner_tag, parse_tag
 
 OWN = "p.scheduler.b"
 
@@ -37,3 +37,9 @@ def test_the_process_never_fences_itself():
 def test_every_dead_owner_named_by_the_inputs_is_fenced():
     tags = [owner_tag("p.scheduler.a", "m-a"), owner_tag("p.scheduler.c", "m-c"), owner_tag(OWN, "m-b")]
     assert dead_owners(tags, {"m-b"}, {OWN}, OWN) == {"p.scheduler.a", "p.scheduler.c"}
+
+
+def test_only_tags_naming_another_process_make_the_group_worth_asking():
+    """After a broker restart a lone process takes its own partitions back: no group request then."""
+    assert other_owners([owner_tag(OWN, "m-b-old"), None, "untagged"], OWN) == set()
+    assert other_owners([owner_tag(OWN, "m-b"), owner_tag("p.scheduler.a", "m-a")], OWN) == {"p.scheduler.a"}
