@@ -36,6 +36,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import bystanders as around
 from children import detach, interruptible, stop_child, stop_group, uninterrupted
 from visibility import VisibleAt, probe
+from idle_states import IDLE_TENANT, write_idle_states
 from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.bulk import CreateRequest
@@ -54,7 +55,6 @@ PRIORITY = "HIGH"
 PAYLOAD = b'{"job": "bench", "n": 0}'
 LARGE = "big"
 CALIBRATION_TENANT = "calib"
-IDLE_TENANT = "idle"
 TXN_RECORDS = EngineConfig.dispatch_budget  # the engine's default: one transaction per loop turn at full load
 # The header of each record the reader writes: seen_ms, kafka timestamp, topic index, partition, offset,
 # value length.
@@ -235,6 +235,7 @@ class BurstConfig:
     profile: bool
     extra_engine_args: list[str] = field(default_factory=list)
     idle: int = 0                # schedules due beyond the horizon, loaded before the burst
+    preload_idle: bool = False   # the idle set written into the changelog before the engine starts (idle_states.py)
     bystanders_per_s: int = 0    # ordinary one-shots due in each second around T (bench/bystanders.py)
     measure_state: bool = False  # state bytes per schedule and restore time from the changelog
 
@@ -419,8 +420,16 @@ def _run(config: BurstConfig) -> BurstResult:
         metrics_port = free_port()
         engine_args = ["--horizon", str(horizon_s), "--metrics-port", str(metrics_port), *config.extra_engine_args]
         warm_transactions(bootstrap)
+        preload_s = start_restore_s = None
+        far = (math.ceil(time.time()) + 60 * 86400) * 1000
+        if config.idle and config.preload_idle:
+            preload_s = write_idle_states(bootstrap, TOPOLOGY.topic_name("schedules", prefix), config.idle,
+                                          TOPOLOGY.schedule_partitions, far)
+            print(f"{config.idle:,} idle states written in {preload_s:.0f}s", file=sys.stderr)
         engine = Engine(bootstrap, prefix, workdir, engine_args)
         engine.wait_assigned()
+        if preload_s is not None:
+            start_restore_s = engine.wait_dispatching(TOPOLOGY.schedule_partitions, 300 + config.idle / 10_000)
 
         ctx = mp.get_context("spawn")
         topics = occurrence_topics(prefix, tenants)
@@ -433,8 +442,7 @@ def _run(config: BurstConfig) -> BurstResult:
 
         with SchedulerClient(bootstrap, prefix, timeout_s=600) as client:
             idle_rate = None
-            if config.idle:
-                far = (math.ceil(time.time()) + 60 * 86400) * 1000
+            if config.idle and not config.preload_idle:
                 idle_s = create_all(client, [(f"idle-{n:08d}", IDLE_TENANT) for n in range(config.idle)], far, 0,
                                     "idle")
                 idle_rate = config.idle / idle_s
@@ -526,7 +534,7 @@ def _run(config: BurstConfig) -> BurstResult:
             state["create_rate"] = idle_rate or config.count / load_s
         arrivals, per_topic = decode_arrivals(arrivals_path, topics, VisibleAt(visible_path))
         summary: dict[str, Any] = {"idle": config.idle, "idle_create_rate": idle_rate, "state": state,
-                                   "stage": stage}
+                                   "stage": stage, "preload_s": preload_s, "start_restore_s": start_restore_s}
         report = analyse(config, prefix, due_ms, loaded_ms, load_s, calibration_rate, expected, bystanders, arrivals,
                          per_topic, ceiling_result, interleaved_ceiling, workdir / "profile.txt" if config.profile else None,
                          engine_args, engine_metrics, summary)
@@ -626,7 +634,10 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
         + (f"; calibrated create rate beforehand {calibration_rate:,.0f}/s" if calibration_rate else ""),
         f"- T = {rfc3339(due_ms)}; loading finished {(due_ms - loaded_ms) / 1000:.1f}s before T",
         f"- idle schedules (due in 60 days, beyond the horizon) loaded first: {config.idle:,}"
-        + (f" at {summary['idle_create_rate']:,.0f} creates/s" if summary.get("idle_create_rate") else ""),
+        + (f" at {summary['idle_create_rate']:,.0f} creates/s" if summary.get("idle_create_rate") else "")
+        + (f", written into the schedules changelog in {summary['preload_s']:.0f}s before the engine started "
+           f"(bench/idle_states.py: no commands, no admission), which restored them in "
+           f"{summary['start_restore_s']:.1f}s" if summary.get("preload_s") is not None else ""),
         "",
         "## Completeness",
         "",

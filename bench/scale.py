@@ -15,11 +15,15 @@ from burst import RESULTS, BurstConfig, parser, run
 def main() -> int:
     p = parser(__doc__ or "", 50_000)
     p.add_argument("--idle", default="0,100000", help="comma-separated idle-set sizes")
+    p.add_argument("--preload-idle", action="store_true",
+                   help="write the idle set into the schedules changelog before the engine starts, instead of "
+                        "creating it through commands (bench/idle_states.py)")
     args = p.parse_args()
     rows = []
     for idle in (int(x) for x in args.idle.split(",")):
         result = run(BurstConfig("peak", args.count, args.tenants, args.large_share, 0, args.bootstrap, args.lead,
-                                 args.margin, args.profile, args.engine_arg, idle=idle, measure_state=True))
+                                 args.margin, args.profile, args.engine_arg, idle=idle, preload_idle=args.preload_idle,
+                                 measure_state=True))
         rows.append(result.summary)
         print(f"idle {idle:,}: {result.report}", file=sys.stderr)
     base = rows[0]["engine_rate"]

@@ -81,6 +81,10 @@ class Assignment:
         self.assigned: dict[int, set[str]] = {}  # partition -> its input topics assigned here
         self.pending: dict[int, _Pending] = {}
         self._consumer: Consumer | None = None
+        # Read here, on the main thread, for the other threads: confluent-kafka 2.16 gates a Consumer to one
+        # thread at a time, and a call from another thread waits (spinning) until the main loop's poll leaves
+        # the gate, which a loop that polls back to back may not do for tens of seconds.
+        self.member_id: str | None = None
         self._opener = ThreadPoolExecutor(max_workers=2, thread_name_prefix="stage-open")
 
     @property
@@ -94,6 +98,7 @@ class Assignment:
 
     def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._consumer = consumer
+        self.member_id = consumer.memberid()
         consumer.incremental_assign(partitions)
         consumer.pause(partitions)  # until the partition's restore is done
         added = []

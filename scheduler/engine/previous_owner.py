@@ -15,8 +15,9 @@ member) is never touched: its turn commits or aborts on its own within a turn.
 A member the group removed while alive (stalled past the session timeout) finds its producer fenced
 and ends, as with any fenced error; it could not commit for those partitions any more anyway.
 
-The tags are read with the consumer's own `committed()`, and the group is described only when a tag
-names another process: librdkafka 2.16's coordinator-targeted admin requests (DescribeConsumerGroups,
+The tags are read by a consumer of the group's id that never joins it (the group's own member is gated to
+the main loop's thread by confluent-kafka 2.16, so a call from the fencing thread would wait for a gap
+between polls), and the group is described only when a tag names another process: librdkafka 2.16's coordinator-targeted admin requests (DescribeConsumerGroups,
 ListConsumerGroupOffsets) abort the whole process when their connection drops mid-request
 (`rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'`, librdkafka PR #5397), and a
 lone process taking its own partitions back after a broker restart would otherwise ask exactly then.
@@ -24,10 +25,10 @@ lone process taking its own partitions back after a broker restart would otherwi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from scheduler.kafka.clients import settled
@@ -70,23 +71,24 @@ def dead_owners(tags: Iterable[str | None], members: set[str], clients: set[str]
     return found
 
 
-Committed = Callable[[list[TopicPartition], float], list[TopicPartition]]
-
-
 class PreviousOwners:
     """The group's side of the takeover: read the tags, tell who is gone, fence them."""
 
-    def __init__(self, common: dict[str, Any], admin: AdminClient, committed: Committed, group: str,
-                 inputs: list[str], own_id: str) -> None:
-        self.common, self.admin, self.committed = common, admin, committed
-        self.group, self.inputs, self.own_id = group, inputs, own_id
+    def __init__(self, common: dict[str, Any], admin: AdminClient, group: str, inputs: list[str],
+                 own_id: str) -> None:
+        self.common, self.admin, self.group, self.inputs, self.own_id = common, admin, group, inputs, own_id
+        self.offsets = Consumer({**common, "group.id": group, "enable.auto.commit": False,
+                                 "client.id": f"{own_id}.offsets"})
+
+    def close(self) -> None:
+        self.offsets.close()
 
     def fence(self, partitions: list[int]) -> set[str]:
         """Fence the dead previous owners of `partitions`; returns their transactional ids. Best effort: a
         failure is logged and the restore waits for the broker's own abort, as it would without this."""
         try:
             inputs = [TopicPartition(topic, p) for topic in self.inputs for p in partitions]
-            tags = [tp.metadata for tp in self.committed(inputs, TIMEOUT_S)]
+            tags = [tp.metadata for tp in self.offsets.committed(inputs, timeout=TIMEOUT_S)]
             if not other_owners(tags, self.own_id):
                 return set()
             group = self.admin.describe_consumer_groups([self.group], request_timeout=TIMEOUT_S)[self.group]

@@ -72,14 +72,13 @@ class SchedulerProcess:
                                   (self.topology.topics["occurrences"].partitions, self.topology.schedule_partitions))
         self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
                                  self.topology.schedule_partitions, self.codec, config.standbys,
-                                 lambda: self.consumer.memberid(), self.metrics)
+                                 lambda: self.assignment.member_id, self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
-        previous = PreviousOwners(common, self._admin, lambda tps, timeout: self.consumer.committed(tps, timeout),
-                                  group, inputs, self._transactional_id)
+        self.previous = PreviousOwners(common, self._admin, group, inputs, self._transactional_id)
         self.restores = RestoreReader(common, self.topics.changelogs, self.codec,
                                       on_wait=self.metrics.restore_waiting)
         self.assignment = Assignment(inputs, self.tasks, self.stages, self._open_store, self.restores, self._make_task,
-                                     self.metrics, self.standbys, previous.fence)
+                                     self.metrics, self.standbys, self.previous.fence)
 
     def stop(self) -> None:
         self._stop.set()
@@ -112,6 +111,7 @@ class SchedulerProcess:
             self.standbys.close()
             self.stages.close()
             self.assignment.close()
+            self.previous.close()
             self.consumer.close()
             self.tenants.close()
         finally:

@@ -92,7 +92,12 @@ def test_partitions_restored_together_one_dropped_midway_goes_on_from_its_checkp
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
     for partition in (1, 2):
         for n in range(count):
-            producer.produce(topic, b"v%d" % n, b"p%d-%06d" % (partition, n), partition=partition)
+            while True:  # 120,000 records: more than the producer's queue holds while a busy broker lags
+                try:
+                    producer.produce(topic, b"v%d" % n, b"p%d-%06d" % (partition, n), partition=partition)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
             if n % 10_000 == 0:
                 producer.poll(0)
     producer.flush(60)
