@@ -91,6 +91,7 @@ class SchedulerProcess:
         self.producer = TransactionalProducer(self._producer_conf)
         # Connected now, not at the first takeover's first request (scheduler.kafka.clients.settled).
         settled(self._admin)
+        settled(self.previous.offsets)
         self.restores.connect()
         self._subscribe()
         self.standbys.start()

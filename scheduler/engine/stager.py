@@ -117,7 +117,7 @@ class StageRunner:
         """Initialising a partition's stage id fences every earlier producer with it and aborts the stage it
         left open (a crashed owner of any instance id, or an abort that failed), which would otherwise hold
         back the readers of the stage's partitions until its transaction timeout."""
-        return TransactionalProducer(self._conf(partition))
+        return TransactionalProducer(self._conf(partition), settle=True)
 
     def open(self, partitions: list[int]) -> None:
         """Before newly assigned partitions are restored: the stage producers named after them, so that a stage

@@ -74,18 +74,23 @@ def client_settings(client_config: Mapping[str, str], own: Mapping[str, object])
 
 
 class _Connects(Protocol):
-    def list_topics(self, *, timeout: float) -> object: ...
+    def list_topics(self, topic: str | None = None, *, timeout: float) -> object: ...
 
 
 C = TypeVar("C", bound=_Connects)
 
+UNWRITTEN_TOPIC = "__consumer_offsets"  # always there, never produced to by a client
 
-def settled(client: C, timeout_s: float = 10.0) -> C:
+
+def settled(client: C, timeout_s: float = 10.0, topic: str | None = None) -> C:
     """`client` once it has its cluster connection. librdkafka (2.16) drops its bootstrap connection at the first
-    metadata answer; a request issued meanwhile waited 0.5-3 s for the next connection attempt (a takeover's
-    first ListOffsets took 3.0 s, a fresh transactional producer's init 0.5 s, in about one try of three).
-    Asking for the metadata first costs one round trip and settles that. It also fills the client's metadata
-    cache, so a producer then refuses a record for a partition that does not exist at `produce` instead of
-    failing its delivery: not used for `TransactionalProducer`, whose callers rely on the latter."""
-    client.list_topics(timeout=timeout_s)
+    metadata answer; a request issued meanwhile waited 0.05-3 s for the next connection (a takeover's first
+    ListOffsets took 3.0 s, a fresh transactional producer's init 0.5 s, in about one try of three). Metadata is
+    asked twice: the first answer comes over the bootstrap connection, the second over the broker's own, so
+    once both are in the client is connected (a fresh transactional producer's init then took 3-8 ms, from
+    0.05-0.5 s). The answers fill the client's metadata cache, for all topics or for `topic` only: a producer
+    then refuses a record for a partition of a cached topic that does not exist at `produce` instead of failing
+    its delivery, which a transactional producer's callers rely on, so those settle on `UNWRITTEN_TOPIC`."""
+    for _ in range(2):
+        client.list_topics(topic, timeout=timeout_s)
     return client

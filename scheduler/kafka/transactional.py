@@ -13,6 +13,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
+from scheduler.kafka.clients import UNWRITTEN_TOPIC, settled
+
 log = logging.getLogger(__name__)
 
 COMMIT_BACKOFF_S = 0.1   # first pause between commit attempts; doubled each time
@@ -27,15 +29,18 @@ def is_fenced(error: KafkaError) -> bool:
 class TransactionalProducer:
     """A transactional id and the producer currently holding it."""
 
-    def __init__(self, conf: Mapping[str, Any], init_timeout_s: float = 30.0) -> None:
+    def __init__(self, conf: Mapping[str, Any], init_timeout_s: float = 30.0, settle: bool = False) -> None:
         self.conf = dict(conf)
         self.transactional_id: str = self.conf["transactional.id"]
         self.init_timeout_s = init_timeout_s
+        self.settle = settle  # connect before the init: for producers made on a takeover's path
         self.failures: list[KafkaError] = []
         self.raw = self._initialised()
 
     def _initialised(self) -> Producer:
         producer = Producer(self.conf)
+        if self.settle:
+            settled(producer, self.init_timeout_s, UNWRITTEN_TOPIC)
         producer.init_transactions(self.init_timeout_s)
         return producer
 

@@ -10,9 +10,9 @@ from engine_harness import TOPOLOGY, TopicReader, ensure_layout
 from scheduler.kafka.transactional import TransactionalProducer, is_fenced
 
 
-def producer(bootstrap: str, transactional_id: str) -> TransactionalProducer:
+def producer(bootstrap: str, transactional_id: str, settle: bool = False) -> TransactionalProducer:
     return TransactionalProducer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
-                                  "transaction.timeout.ms": 10_000}, init_timeout_s=30)
+                                  "transaction.timeout.ms": 10_000}, init_timeout_s=30, settle=settle)
 
 
 @pytest.fixture
@@ -51,8 +51,11 @@ def test_committed_records_are_seen_aborted_ones_never(kafka_bootstrap: str, top
     assert read_values(kafka_bootstrap, topic, 1) == [b"committed"]
 
 
-def test_a_failed_delivery_is_latched_and_fails_the_transaction(kafka_bootstrap: str, topic: str) -> None:
-    txn = producer(kafka_bootstrap, f"tp-{uuid.uuid4()}")
+@pytest.mark.parametrize("settle", [False, True], ids=["fresh", "settled like a stage producer"])
+def test_a_failed_delivery_is_latched_and_fails_the_transaction(kafka_bootstrap: str, topic: str,
+                                                                settle: bool) -> None:
+    """Settled or not, a record for a partition that does not exist fails its delivery, not its `produce`."""
+    txn = producer(kafka_bootstrap, f"tp-{uuid.uuid4()}", settle)
     txn.begin()
     txn.produce(topic, b"nowhere", b"k", partition=999, on_delivered=lambda msg: None)
     with pytest.raises(KafkaException) as raised:
