@@ -27,7 +27,7 @@ def main() -> int:
         rows.append(result.summary)
         print(f"idle {idle:,}: {result.report}", file=sys.stderr)
     base = rows[0]["engine_rate"]
-    base_stage = (rows[0]["stage"] or {}).get("rate")
+    base_stage = (rows[0]["stage"] or {}).get("work_rate")
     lines = [
         f"# bench/scale: the {args.count:,}-occurrence strict burst with idle schedules in the stores",
         "",
@@ -40,8 +40,8 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r['idle']:,} | {r['p50_ms']:,} | {r['p99_ms']:,} | {r['max_ms']:,} | "
                      f"{r['engine_rate']:,.0f} | {r['engine_rate'] / base:.2f} | {r['ceiling_rate']:,.0f} | "
-                     + (f"{r['stage']['rate']:,.0f} | " if r["stage"] else "not staged | ")
-                     + (f"{r['stage']['rate'] / base_stage:.2f} | " if r["stage"] and base_stage else "- | ")
+                     + (f"{r['stage']['work_rate']:,.0f} | " if r["stage"] else "not staged | ")
+                     + (f"{r['stage']['work_rate'] / base_stage:.2f} | " if r["stage"] and base_stage else "- | ")
                      + f"{r['missing']:,} |")
     lines += ["", "Dispatch /s is occurrences visible to the read_committed reader per second after T; with a staged",
               "burst (scheduler/engine/staging.py) the engine's per-occurrence work happens before T, and staged /s",
