@@ -3,9 +3,9 @@
 Per mode (standbys on, then off; a fresh topic prefix and state each): two `scheduler run` processes split
 the partitions; `--idle` one-shots due in 60 days are loaded (pipelined CREATE commands, waited for until
 ACCEPTED; with `--preload-idle`, written into the schedules changelog before the processes start, which then
-restore them: bench/idle_states.py), then `--per-s` strict one-shots due every second for 20 s before and 60 s after the kill, across
-the partitions. With standbys the survivor's warm copies are waited for (standby lag near 0), then the
-process owning half of the partitions is killed with kill -9. Reported side by side: time from the kill to
+restore them: bench/idle_states.py), then `--per-s` strict one-shots due every second for 20 s before and
+60 s after the kill, across the partitions. With standbys the survivor's warm copies are waited for
+(standby lag near 0), then the process owning half of the partitions is killed with kill -9. Reported side by side: time from the kill to
 the first dispatch of a moved partition (an occurrence due after the kill, visible to a read_committed
 reader) and to every moved partition dispatching again, the lag p50/p99/max of the occurrences due in the
 60 s after the kill, missing ones, the lag before the kill (the cost of tailing on the turns), engine CPU
@@ -48,10 +48,10 @@ MODES = {"standbys": ("--standbys", "1"), "no standbys": ("--standbys", "0")}
 OWNERSHIP = re.compile(r"(assigned|revoked) partitions \[([\d, ]*)\]")
 # The survivor's log lines that time a takeover, after the kill (scheduler/engine/assignment.py, previous_owner.py,
 # restore.py): the assignment received, the dead owner fenced, the stage producers opened, restores, dispatch.
+DISPATCHING = re.compile(r"partition (\d+) dispatching")
 PHASES = {"assigned": re.compile(r"partitions \[[\d, ]*\] added"), "fenced": re.compile(r"fenced \["),
           "stages opened": re.compile(r"stage producers of partitions"),
-          "restored": re.compile(r"restored partition \d+:"), "dispatching": re.compile(r"partition \d+ dispatching")}
-DISPATCHING = re.compile(r"partition (\d+) dispatching")
+          "restored": re.compile(r"restored partition \d+:"), "dispatching": DISPATCHING}
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -230,8 +230,8 @@ def one_run(bootstrap: str, mode: str, idle: int, per_s: int, preload: bool) -> 
         for sid, (due, partition) in after.items():
             if partition in moved and sid in seen:
                 firsts[partition] = min(firsts.get(partition, seen[sid]), seen[sid])
-        return {**phases(survivor.log_path, killed_ms), "idle": idle, "seed_rate": idle / seed_s if idle else 0.0, "seed_s": seed_s if idle else 0.0,
-                "restore_s": restore_s, "warm_s": warm_s, "moved": len(moved),
+        return {**phases(survivor.log_path, killed_ms), "idle": idle, "seed_rate": idle / seed_s if idle else 0.0,
+                "seed_s": seed_s if idle else 0.0, "restore_s": restore_s, "warm_s": warm_s, "moved": len(moved),
                 "first_ms": min(firsts.values(), default=killed_ms - 1) - killed_ms,
                 "all_moved_ms": (max(firsts.values()) - killed_ms) if len(firsts) == len(moved) else -1,
                 "p50": percentile(lags, 0.5), "p99": percentile(lags, 0.99), "max": max(lags, default=-1),

@@ -15,12 +15,13 @@ member) is never touched: its turn commits or aborts on its own within a turn.
 A member the group removed while alive (stalled past the session timeout) finds its producer fenced
 and ends, as with any fenced error; it could not commit for those partitions any more anyway.
 
-The tags are read by a consumer of the group's id that never joins it (the group's own member is gated to
-the main loop's thread by confluent-kafka 2.16, so a call from the fencing thread would wait for a gap
-between polls), and the group is described only when a tag names another process: librdkafka 2.16's coordinator-targeted admin requests (DescribeConsumerGroups,
-ListConsumerGroupOffsets) abort the whole process when their connection drops mid-request
-(`rd_kafka_enq_once_del_source_return: Assertion 'eonce->refcnt > 0'`, librdkafka PR #5397), and a
-lone process taking its own partitions back after a broker restart would otherwise ask exactly then.
+The tags are read by a consumer of the group's id that never joins it (the group's own member is gated
+to the main loop's thread by confluent-kafka 2.16, so a call from the fencing thread would wait for a gap
+between polls), and the group is described only when a tag names another process: librdkafka 2.16's
+coordinator-targeted admin requests (DescribeConsumerGroups, ListConsumerGroupOffsets) abort the whole
+process when their connection drops mid-request (`rd_kafka_enq_once_del_source_return: Assertion
+'eonce->refcnt > 0'`, librdkafka PR #5397), and a lone process taking its own partitions back after a
+broker restart would otherwise ask exactly then.
 """
 from __future__ import annotations
 
