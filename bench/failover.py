@@ -5,8 +5,8 @@ the partitions; `--idle` one-shots due in 60 days are loaded (pipelined CREATE c
 ACCEPTED; with `--preload-idle`, written into the schedules changelog before the processes start, which then
 restore them: bench/idle_states.py), then `--per-s` strict one-shots due every second for 20 s before and
 60 s after the kill, across the partitions. With standbys the survivor's warm copies are waited for
-(standby lag near 0), then the process owning half of the partitions is killed with kill -9. Reported side by side: time from the kill to
-the first dispatch of a moved partition (an occurrence due after the kill, visible to a read_committed
+(standby lag near 0), then the process owning half of the partitions is killed with kill -9. Reported side
+by side: time from the kill to the first dispatch of a moved partition (an occurrence due after the kill, visible to a read_committed
 reader) and to every moved partition dispatching again, the lag p50/p99/max of the occurrences due in the
 60 s after the kill, missing ones, the lag before the kill (the cost of tailing on the turns), engine CPU
 and state on disk. Not included: a replacement process (the survivor takes everything), broker-side costs.
