@@ -1,15 +1,16 @@
 """Failover with and without standbys: `python bench/failover.py [--bootstrap HOST:PORT] [--idle 500000] [--per-s 300]`.
 
-Per mode (standbys on, then off; a fresh topic prefix and state each): two `scheduler run` processes split
-the partitions; `--idle` one-shots due in 60 days are loaded (pipelined CREATE commands, waited for until
+Per mode (standbys on, then off; a fresh topic prefix and state each): two `scheduler run` processes split the
+partitions; `--idle` one-shots due in 60 days are loaded (pipelined CREATE commands, waited for until
 ACCEPTED; with `--preload-idle`, written into the schedules changelog before the processes start, which then
-restore them: bench/idle_states.py), then `--per-s` strict one-shots due every second for 20 s before and
-60 s after the kill, across the partitions. With standbys the survivor's warm copies are waited for
-(standby lag near 0), then the process owning half of the partitions is killed with kill -9. Reported side
-by side: time from the kill to the first dispatch of a moved partition (an occurrence due after the kill, visible to a read_committed
-reader) and to every moved partition dispatching again, the lag p50/p99/max of the occurrences due in the
-60 s after the kill, missing ones, the lag before the kill (the cost of tailing on the turns), engine CPU
-and state on disk. Not included: a replacement process (the survivor takes everything), broker-side costs.
+restore them: bench/idle_states.py), then `--per-s` strict one-shots due every second for 20 s before and 60 s
+after the kill, across the partitions. With standbys the survivor's warm copies are waited for (standby lag
+near 0), then the process owning half of the partitions is killed with kill -9. Reported side by side: time
+from the kill to the first dispatch of a moved partition (an occurrence due after the kill, visible to a
+read_committed reader) and to every moved partition dispatching again, the lag p50/p99/max of the occurrences
+due in the 60 s after the kill, missing ones, the lag before the kill (the cost of tailing on the turns),
+engine CPU and state on disk. Not included: a replacement process (the survivor takes everything), broker-side
+costs.
 """
 from __future__ import annotations
 
