@@ -81,6 +81,7 @@ class SchedulerClient:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._outstanding: set[str] = set()
+        self._command_partitions: int | None = None
         self._results: dict[str, Record] = {}
         self._views: dict[str, CompactedView] = {}
         self._reader = threading.Thread(target=self._read_results, name="client-results", daemon=True)
@@ -149,32 +150,53 @@ class SchedulerClient:
 
     # -- commands ---------------------------------------------------------------
 
-    def send(self, command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
-             idempotency_key: str | None = None, expected_version: int | None = None,
-             occurrence_id: str | None = None, backfill_from_ms: int | None = None,
-             backfill_to_ms: int | None = None, overlap_override: str | None = None) -> str:
+    def send(self, command_type: str, schedule_id: str, tenant: str, **fields: Any) -> str:
         """Produce one command without waiting; returns its command id."""
+        command = self.command(command_type, schedule_id, tenant, **fields)
+        value = self.codec.encode("Command", command)
+        self.expect([command["command_id"]])
+        self.produce_command(value, schedule_id.encode())
+        return command["command_id"]
+
+    def command(self, command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
+                idempotency_key: str | None = None, expected_version: int | None = None,
+                occurrence_id: str | None = None, backfill_from_ms: int | None = None,
+                backfill_to_ms: int | None = None, overlap_override: str | None = None) -> Record:
+        """A Command record with a new command id (its spec checked locally), not sent."""
         if spec is not None:
             validate_spec(spec)
-        command_id = str(uuid.uuid4())
-        command = {
-            "command_id": command_id, "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
+        return {
+            "command_id": str(uuid.uuid4()), "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
             "idempotency_key": idempotency_key, "expected_version": expected_version, "spec": spec,
             "occurrence_id": occurrence_id, "issued_at_ms": int(time.time() * 1000),
             "backfill_from_ms": backfill_from_ms, "backfill_to_ms": backfill_to_ms,
             "overlap_override": overlap_override,
         }
-        value = self.codec.encode("Command", command)
+
+    def expect(self, command_ids: Iterable[str]) -> None:
+        """Collect the results of these commands when they come (before they are produced)."""
         with self._cond:
-            self._outstanding.add(command_id)
+            self._outstanding.update(command_ids)
+
+    def produce_command(self, value: bytes, key: bytes, partition: int | None = None) -> None:
+        """Onto the commands topic, waiting for room when a bulk load outruns the broker."""
         while True:
             try:
-                self.producer.produce(self.commands_topic, value, schedule_id.encode())
+                if partition is None:
+                    self.producer.produce(self.commands_topic, value, key)
+                else:
+                    self.producer.produce(self.commands_topic, value, key, partition=partition)
                 break
-            except BufferError:  # the local queue is full (a bulk load outruns the broker): let it drain
+            except BufferError:  # the local queue is full: let it drain
                 self.producer.poll(0.1)
         self.producer.poll(0)
-        return command_id
+
+    def command_partitions(self) -> int:
+        """How many partitions the commands topic has (asked once), to write a CreateBatch where it belongs."""
+        if self._command_partitions is None:
+            topics = self.producer.list_topics(self.commands_topic, timeout=self.timeout_s).topics
+            self._command_partitions = len(topics[self.commands_topic].partitions)
+        return self._command_partitions
 
     def take_results(self, command_ids: Collection[str], wait_s: float) -> dict[str, Record]:
         """The results of `command_ids` collected so far (waiting up to `wait_s` for one), handed out once."""
@@ -249,6 +271,11 @@ class SchedulerClient:
         """Produce one CREATE (RATE anchored, spec checked locally) without waiting; returns its command id."""
         spec = with_anchor(spec, int(time.time() * 1000))
         return self.send("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
+
+    def create_command(self, tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> Record:
+        """The CREATE `send_create` would produce, for a CreateBatch (scheduler.control.bulk)."""
+        spec = with_anchor(spec, int(time.time() * 1000))
+        return self.command("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
 
     def create_many(self, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
                     timeout_s: float | None = None) -> list[Record]:

@@ -1,5 +1,6 @@
 """Commands of the partition's schedules: decoded and checked here, decided by the pure `commands.decide`,
-applied to the timeline, answered with one result each (manual ones are `manual_commands`)."""
+applied to the timeline, answered with one result each (manual ones are `manual_commands`). A CreateBatch is
+its CREATEs one after another, each taken as the same Command alone."""
 from __future__ import annotations
 
 import logging
@@ -15,6 +16,7 @@ from scheduler.timing.misfire import resolve_misfire
 from scheduler.timing.spec import SpecError
 from scheduler.timing.spec_record import compile_spec
 from scheduler.wire.codec import DecodeError
+from scheduler.wire.partitioning import partition_for
 
 log = logging.getLogger(__name__)
 
@@ -24,21 +26,45 @@ STOPPING = frozenset({"PAUSE", "CANCEL"})
 
 
 class Commands:
-    def __init__(self, timeline: Timeline) -> None:
+    def __init__(self, timeline: Timeline, partitions: int) -> None:
         self.timeline = timeline
         self.ctx = timeline.ctx
+        self.partitions = partitions  # of the commands topic, to check where a batch's schedules belong
 
     def on_command(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
+        """A Command keyed by its schedule, or a CreateBatch of many CREATEs of this partition's schedules."""
         ctx = self.ctx
         source = f"{ctx.topics.commands}/{ctx.partition}/{offset}"
         try:
-            command = ctx.codec.decode("Command", value or b"")
+            name, record = ctx.codec.decode_any(value or b"")
         except DecodeError as exc:
             self._reject_malformed(key, f"undecodable command: {exc}", source, now_ms)
             return
-        if key is None or key.decode(errors="replace") != command["schedule_id"]:
-            self._reject_malformed(key, "record key must equal the command's schedule_id", source, now_ms, command)
-            return
+        if name == "CreateBatch":
+            self._on_batch(record, source, now_ms)
+        elif name != "Command":
+            self._reject_malformed(key, f"expected a Command or a CreateBatch record, got a {name}", source, now_ms)
+        elif key is None or key.decode(errors="replace") != record["schedule_id"]:
+            self._reject_malformed(key, "record key must equal the command's schedule_id", source, now_ms, record)
+        else:
+            self._take(key, record, now_ms)
+
+    def _on_batch(self, batch: Record, source: str, now_ms: int) -> None:
+        """Each CREATE as if it came alone; what could not have come alone here is rejected by itself."""
+        for command in batch["commands"]:
+            key = command["schedule_id"].encode()
+            if command["type"] != "CREATE":
+                self._reject_malformed(key, f"a CreateBatch holds only CREATE commands, not {command['type']}",
+                                       source, now_ms, command)
+            elif partition_for(key, self.partitions) != self.ctx.partition:
+                self._reject_malformed(key, f"schedule_id belongs to partition {partition_for(key, self.partitions)}:"
+                                       " a CreateBatch holds only schedules of the partition it is written to",
+                                       source, now_ms, command)
+            else:
+                self._take(key, command, now_ms)
+
+    def _take(self, key: bytes, command: Record, now_ms: int) -> None:
+        ctx = self.ctx
         if command["type"] not in STOPPING and not ctx.tenants.registered(command["tenant"]):
             ctx.result(key, result_record(command, "REJECTED", now_ms, reason="UNKNOWN_TENANT",
                                           message=f"tenant {command['tenant']!r} is not registered"))

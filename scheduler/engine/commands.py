@@ -196,6 +196,7 @@ def _create(command: Record, current: Record | None, now_ms: int) -> Decision:
         "running": [],
         "admission_waiters": [command.get("command_id") or ""],
         "first_next_fires_ms": [],
+        "lost_attempts": [],
     }
     return Decision(None, state, reserve=True)
 

@@ -35,7 +35,7 @@ class SchedulerTask:
         self.slots = RunningSlots(tenants.max_concurrency)
         self.timeline = Timeline(self.ctx, horizon_ms)
         self.scan = DueScan(self.ctx)
-        self.commands = Commands(self.timeline)
+        self.commands = Commands(self.timeline, partitions)
         self.admissions = Admissions(self.ctx, self.timeline, self.slots, partitions)
         self.attempts = Attempts(self.ctx, self.timeline, self.slots)
         self.dispatcher = Dispatcher(self.timeline, self.scan, self.slots)

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 Record = dict[str, Any]
 Output = tuple[str, bytes | None, bytes | None, int | None]  # topic, key, value, partition
+MAX_PENDING_REMEMBERED = 100_000  # about a window of bulk creates waiting for their tenant's answer
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class TaskContext:
         self.topics = topics
         self.codec = codec
         self.tenants = tenants
+        # PENDING states as saved, by key: the admission answer reads each back a turn later, and the bytes
+        # still in the store prove the record is the one decoding them would give (kept across turns).
+        self._pending_states: dict[bytes, tuple[bytes, Record]] = {}
+        self._state_fields = {field["name"] for field in codec.schema("ScheduleState").schema["fields"]}
         self.reset()
 
     def reset(self) -> None:
@@ -118,8 +123,14 @@ class TaskContext:
     # -- state --------------------------------------------------------------------------
 
     def schedule(self, schedule_id: str) -> Record | None:
-        raw = self.txn.get("schedules", schedule_id.encode())
-        return self.codec.decode("ScheduleState", raw) if raw else None
+        key = schedule_id.encode()
+        raw = self.txn.get("schedules", key)
+        if not raw:
+            return None
+        remembered = self._pending_states.pop(key, None)
+        if remembered is not None and remembered[0] == raw:
+            return remembered[1]
+        return self.codec.decode("ScheduleState", raw)
 
     def save(self, state: Record) -> None:
         """Store the schedule and put its wake-up where `wake_key` says; a wake-up left behind by an
@@ -131,6 +142,10 @@ class TaskContext:
         value = self.codec.encode("ScheduleState", state)
         self.txn.put("schedules", key, value)
         self._last_saved = (state, value)
+        if state["state"] == "PENDING" and state.keys() == self._state_fields:
+            if len(self._pending_states) >= MAX_PENDING_REMEMBERED:
+                self._pending_states.clear()
+            self._pending_states[key] = (value, state)
         self.schedule_wakes[key] = wake or b""
 
     def drop_wake(self, state: Record) -> None:

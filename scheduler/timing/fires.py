@@ -113,7 +113,17 @@ def _limit(spec: ScheduleSpec, limit: int | None, fired_before: int) -> int | No
 def fires_between(
     spec: ScheduleSpec, after: datetime, until: datetime | None, limit: int | None = None, fired_before: int = 0
 ) -> list[Fire]:
-    """Fires in (after, until], ascending, at most `limit` (and at most the max_fires left)."""
+    """Fires in (after, until], ascending, at most `limit` (and at most the max_fires left).
+
+    Remembered per arguments: a turn of creates or wake-ups of one spec asks the same question
+    many times (every schedule of a bulk load of daily crons starts at the turn's `now`)."""
+    return list(_fires_between(spec, after, until, limit, fired_before))
+
+
+@lru_cache(maxsize=4096)
+def _fires_between(
+    spec: ScheduleSpec, after: datetime, until: datetime | None, limit: int | None, fired_before: int
+) -> tuple[Fire, ...]:
     lo, hi = _lower(spec, after), _upper(spec, until)
     limit = _limit(spec, limit, fired_before)
     if limit is None and hi == MAX_US:
@@ -124,7 +134,7 @@ def fires_between(
         if instant > hi:
             break
         out.append(Fire(from_us(instant), rule))
-    return out
+    return tuple(out)
 
 
 def instants_between(spec: ScheduleSpec, after_us: int, until_us: int, fired_before: int = 0) -> list[int]:

@@ -101,12 +101,10 @@ class Codec:
         except KeyError:
             raise ValueError(f"unknown record name {name!r}") from None
         branches = self._branches.get(name)
-        if branches:  # name the union branch: fastavro would otherwise validate the whole record to find it
-            named = {**record, **{field: (branch, record[field]) for field, branch in branches.items()
-                                  if isinstance(record.get(field), dict)}}
+        if branches:  # name the union branches: fastavro would otherwise validate the whole record to find them
             try:
-                return _write(header, parsed, named)
-            except (TypeError, ValueError, KeyError):
+                return _write(header, parsed, _named(record, branches))
+            except (TypeError, ValueError, KeyError, AttributeError):
                 pass  # a record that does not fit: the plain path below raises what it always raised
         return _write(header, parsed, record)
 
@@ -141,18 +139,40 @@ def _write(header: bytes, parsed: Any, record: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def _record_branches(parsed: Any) -> dict[str, str]:
-    """Top-level fields typed null-or-one-record (Command.spec): field -> the record's full name."""
-    found = {}
+Branches = dict[str, Any]  # field -> the full name of its record branch, or the Branches of its array's items
+
+
+def _record_branches(parsed: Any, named: dict[str, Any] | None = None) -> Branches:
+    """Fields typed null-or-one-record (Command.spec), also inside an array of records (CreateBatch.commands)."""
+    named = parsed.get("__named_schemas", {}) if named is None else named
+    found: Branches = {}
     for field in parsed.get("fields", []):
         kind = field["type"]
         if isinstance(kind, list) and len(kind) == 2 and "null" in kind:
             branch = next(b for b in kind if b != "null")
             if isinstance(branch, dict) and branch.get("type") == "record":
                 found[field["name"]] = branch["name"]
-            elif isinstance(branch, str) and parsed["__named_schemas"].get(branch, {}).get("type") == "record":
+            elif isinstance(branch, str) and named.get(branch, {}).get("type") == "record":
                 found[field["name"]] = branch
+        elif isinstance(kind, dict) and kind.get("type") == "array":
+            items = kind["items"]
+            inner = _record_branches(named.get(items, {}) if isinstance(items, str) else items, named)
+            if inner:
+                found[field["name"]] = inner
     return found
+
+
+def _named(record: dict[str, Any], branches: Branches) -> dict[str, Any]:
+    """The record with each union value as (branch name, value), as fastavro takes it."""
+    named = dict(record)
+    for field, branch in branches.items():
+        value = record.get(field)
+        if isinstance(branch, str):
+            if isinstance(value, dict):
+                named[field] = (branch, value)
+        elif isinstance(value, list):
+            named[field] = [_named(item, branch) for item in value]
+    return named
 
 
 def _framing_problem(data: bytes) -> str:

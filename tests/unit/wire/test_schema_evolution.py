@@ -186,11 +186,12 @@ def test_snapshot_records_changed_schemas_once(evolved: Path) -> None:
     def next_version(name: str) -> str:
         return f"{name}.v{len(list((evolved / 'history').glob(f'{name}.v*.avsc'))) + 1}.avsc"
 
-    expected = [next_version(n) for n in ("Command", "DeadLetter", "Occurrence", "ScheduleSpec", "ScheduleState")]
+    expected = [next_version(n) for n in ("Command", "CreateBatch", "DeadLetter", "Occurrence", "ScheduleSpec",
+                                          "ScheduleState")]
     written = snapshot(evolved)
     assert sorted(p.name for p in written) == expected
     assert snapshot(evolved) == []
-    v2 = make_version(json.loads((evolved / "history" / expected[2]).read_text()))
+    v2 = make_version(json.loads((evolved / "history" / expected[3]).read_text()))
     assert v2.fingerprint == load_current(evolved)["scheduler.v1.Occurrence"].fingerprint
     codec = Codec.from_directory(evolved)
     v1 = Codec.default().schema("Occurrence")
