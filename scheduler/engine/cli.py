@@ -29,6 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--input-batch", type=int, default=1_000,
                      help="input records a turn (one transaction) takes at most: more amortizes a transaction's "
                           "cost over more commands in a bulk load, and makes each turn, and so dispatch, wait longer")
+    run.add_argument("--input-slice-ms", type=int, default=200,
+                     help="a turn stops taking input records after this long and leaves the rest to the next "
+                          "turns, so a bulk load of CreateBatch records does not hold dispatch back")
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
                           "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
@@ -79,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
         horizon_ms=int(args.horizon * 1000),
         dispatch_budget=args.dispatch_budget,
         input_batch=args.input_batch,
+        input_slice_ms=args.input_slice_ms,
         stage_min=args.stage_min,
         stage_rate_per_s=args.stage_rate,
         stage_produce_rate_per_s=args.stage_produce_rate,

@@ -47,6 +47,9 @@ class EngineConfig:
     # while a restore is pending), so the partitions already owned keep dispatching meanwhile.
     restore_slice_ms: int = 200
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
+    # A turn stops taking its input records after this long (the rest are read again by the next one): a
+    # CreateBatch is hundreds of creates, so the record count alone does not bound a turn's work.
+    input_slice_ms: int = 200
     idle_poll_ms: int = 50
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
     # in the process (0: never), are produced ahead in a transaction committed at the instant.

@@ -123,6 +123,9 @@ class EngineMetrics:
                                 ["tenant"], registry=r)
         self.transactions = PromCounter("scheduler_transactions", "Loop-turn transactions by outcome",
                                         ["outcome"], registry=r)
+        self.inputs_deferred = PromCounter("scheduler_inputs_deferred",
+                                           "Input records a turn left to the next one: its input slice was spent",
+                                           registry=r)
         self.held_back = PromCounter("scheduler_tenant_held_back",
                                      "Due occurrences a tenant's trigger-rate limit held back for a later turn",
                                      ["tenant"], registry=r)

@@ -146,10 +146,10 @@ class SchedulerProcess:
         phases = [time.perf_counter()]
         producer.begin()
         try:
-            next_offsets = self._apply_inputs(inputs, now_ms, first_offsets)
+            next_offsets, deferred = self._apply_inputs(inputs, now_ms, first_offsets)
             phases.append(time.perf_counter())
             # A backlog of heartbeats is not silence: leases expire only in a turn that drained its inputs.
-            self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch)
+            self._due_work(now_ms, phases, drained=len(messages) < self.config.input_batch and not deferred)
             self.tenants.ensure_topics(set().union(*(task.ctx.tenants_used for task in self.tasks.values())))
             changelog_offsets = produce_outputs(producer, self.tasks.values(), self.stages.held())
             phases.append(time.perf_counter())
@@ -174,20 +174,37 @@ class SchedulerProcess:
                                  for p, task in self.tasks.items()])
 
     def _apply_inputs(self, inputs: list[Any], now_ms: int,
-                      first_offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        """Hand each record to its partition's task; returns the offsets to commit, and notes in
-        `first_offsets` where to rewind should the turn abort."""
+                      first_offsets: dict[tuple[str, int], int]) -> tuple[dict[tuple[str, int], int], bool]:
+        """Hand each record to its partition's task, for at most the input slice; returns the offsets to
+        commit and whether records were left for the next turn, and notes in `first_offsets` where to
+        rewind should the turn abort."""
         next_offsets: dict[tuple[str, int], int] = {}
-        for msg in inputs:
+        deadline = time.perf_counter() + self.config.input_slice_ms / 1000
+        for index, msg in enumerate(inputs):
             task = self.tasks.get(msg.partition())
             if task is None:
                 self.assignment.unowned(msg.topic(), msg.partition(), msg.offset())
                 continue
             source = (msg.topic(), msg.partition())
+            if index and time.perf_counter() > deadline:
+                self._defer(inputs[index:])
+                return next_offsets, True
             first_offsets.setdefault(source, msg.offset())
             next_offsets[source] = msg.offset() + 1
             task.handlers[msg.topic()](msg.key(), msg.value(), msg.offset(), now_ms)
-        return next_offsets
+        return next_offsets, False
+
+    def _defer(self, inputs: list[Any]) -> None:
+        """The turn's input slice is spent (a CreateBatch is hundreds of creates): the rest is read again."""
+        first: dict[tuple[str, int], int] = {}
+        for msg in inputs:
+            if msg.partition() in self.tasks:
+                first.setdefault((msg.topic(), msg.partition()), msg.offset())
+            else:
+                self.assignment.unowned(msg.topic(), msg.partition(), msg.offset())
+        for (topic, partition), offset in first.items():
+            self.consumer.seek(TopicPartition(topic, partition, offset))
+        self.metrics.inputs_deferred.inc(len(inputs))
 
     def _due_work(self, now_ms: int, phases: list[float], drained: bool) -> None:
         for task in self.tasks.values():

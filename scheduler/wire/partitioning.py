@@ -8,9 +8,12 @@ with the store changelogs. Every producer of this project uses PRODUCER_PARTITIO
 """
 from __future__ import annotations
 
+import struct
+
 # librdkafka's name for Java's algorithm (random partition only for null keys).
 PRODUCER_PARTITIONER_CONF: dict[str, str] = {"partitioner": "murmur2_random"}
 
+_WORDS = struct.Struct("<I")  # the key's whole 4-byte words, little-endian as Java reads them
 _MASK32 = 0xFFFFFFFF
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -22,8 +25,7 @@ def murmur2(data: bytes) -> int:
     length = len(data)
     h = (_SEED ^ length) & _MASK32
     tail = length & ~3
-    for i in range(0, tail, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
+    for (k,) in _WORDS.iter_unpack(data[:tail]):
         k = (k * _M) & _MASK32
         k ^= k >> _R
         k = (k * _M) & _MASK32

@@ -15,6 +15,7 @@ from control_env import control_env, hourly
 from engine_harness import REPO, ensure_layout
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import make_spec
+from scheduler.wire.partitioning import partition_for
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +117,48 @@ def test_lines_without_any_result_time_out_and_exit_6(env):
         assert code == 6 and summary["rejected"] == {"TIMEOUT": 3} and summary["created"] == 0
     finally:
         delete_topics(env.bootstrap, prefix)
+
+
+def test_a_create_batch_from_any_producer_takes_each_create_as_alone_and_rejects_what_could_not_be(env):
+    """Written by hand as another producer would: every command gets its own result, and a command a
+    batch may not hold (not a CREATE, another partition's schedule) is refused by itself."""
+    client = env.plane.client
+    tag = uuid.uuid4().hex[:6]
+    partitions = client.command_partitions()
+    here = [f"batch-{tag}-{n}" for n in range(200)]
+    home = partition_for(here[0].encode(), partitions)
+    mine = [sid for sid in here if partition_for(sid.encode(), partitions) == home][:3]
+    elsewhere = next(sid for sid in here if partition_for(sid.encode(), partitions) != home)
+    commands = [client.command("CREATE", mine[0], "acme", spec=hourly(), idempotency_key=f"k-{tag}"),
+                client.command("CREATE", mine[0], "acme", spec=hourly(), idempotency_key=f"k-{tag}"),
+                {**client.command("CREATE", mine[1], "acme", spec=hourly()), "spec": make_spec("cron", "61 * * * *")},
+                client.command("PAUSE", mine[2], "acme"),
+                client.command("CREATE", elsewhere, "acme", spec=hourly())]
+    ids = [command["command_id"] for command in commands]
+    client.expect(ids)
+    client.produce_command(client.codec.encode("CreateBatch", {"batch_id": tag, "commands": commands}),
+                           tag.encode(), home)
+    results = client.wait(ids)
+    first, repeat, invalid, pause, misplaced = (results[cid] for cid in ids)
+    assert (first["status"], first["version"]) == ("ACCEPTED", 1)
+    assert (repeat["status"], repeat["version"], repeat["schedule_id"]) == ("ACCEPTED", 1, mine[0])
+    assert (invalid["status"], invalid["reason"]) == ("REJECTED", "INVALID_SPEC")
+    assert (pause["status"], pause["reason"]) == ("REJECTED", "MALFORMED_RECORD")
+    assert "only CREATE" in pause["message"]
+    assert (misplaced["status"], misplaced["reason"]) == ("REJECTED", "MALFORMED_RECORD")
+    assert f"partition {partition_for(elsewhere.encode(), partitions)}" in misplaced["message"]
+    listed = {s["schedule_id"] for s in client.list("acme")}
+    assert mine[0] in listed and not {mine[1], mine[2], elsewhere} & listed
+
+
+def test_creates_too_large_for_one_record_are_split_and_all_go_in(env):
+    """Five 200 KiB payloads on one partition: more than a record may hold, so the batch splits."""
+    client = env.plane.client
+    tag = uuid.uuid4().hex[:6]
+    partitions = client.command_partitions()
+    ids = [sid for sid in (f"big-{tag}-{n}" for n in range(100)) if partition_for(sid.encode(), partitions) == 0][:5]
+    payload = b"x" * (200 * 1024)
+    results = client.create_many([CreateRequest("acme", {**hourly(), "payload": payload}, schedule_id=sid)
+                                  for sid in ids])
+    assert [(r["status"], r["schedule_id"]) for r in results] == [("ACCEPTED", sid) for sid in ids]
+    assert client.get("acme", ids[-1])["spec"]["payload"] == payload

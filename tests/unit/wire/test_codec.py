@@ -279,3 +279,20 @@ def test_a_command_with_its_spec_is_written_as_fastavro_writes_it_and_a_spec_tha
     for bad in ({k: v for k, v in command["spec"].items() if k != "expression"}, {**command["spec"], "max_attempts": "3"}):
         with pytest.raises(ValueError):
             codec.encode("Command", {**command, "spec": bad})
+
+
+def test_a_create_batch_names_the_spec_branch_of_every_command_and_writes_what_fastavro_writes(
+        codec: Codec) -> None:
+    from scheduler.control.client import make_spec
+
+    commands = [{"command_id": f"c{n}", "type": "CREATE", "schedule_id": f"s{n}", "tenant": "acme",
+                 "spec": make_spec("once", "2030-01-01T00:00:00Z", payload=bytes([n])) if n % 3 else None,
+                 "idempotency_key": None, "expected_version": None, "occurrence_id": None, "issued_at_ms": n,
+                 "backfill_from_ms": None, "backfill_to_ms": None, "overlap_override": None} for n in range(7)]
+    batch = {"batch_id": "b1", "commands": commands}
+    body = io.BytesIO()
+    schemaless_writer(body, codec.schema("CreateBatch").parsed, batch)
+    assert codec.encode("CreateBatch", batch)[HEADER_SIZE:] == body.getvalue()
+    assert codec.decode("CreateBatch", codec.encode("CreateBatch", batch)) == batch
+    with pytest.raises(ValueError):
+        codec.encode("CreateBatch", {"batch_id": "b1", "commands": [{**commands[1], "spec": {"kind": "ONCE"}}]})
