@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--input-batch", type=int, default=1_000,
                      help="input records a turn (one transaction) takes at most: more amortizes a transaction's "
                           "cost over more commands in a bulk load, and makes each turn, and so dispatch, wait longer")
-    run.add_argument("--input-slice-ms", type=int, default=200,
+    run.add_argument("--input-slice-ms", type=int, default=500,
                      help="a turn stops taking input records after this long and leaves the rest to the next "
                           "turns, so a bulk load of CreateBatch records does not hold dispatch back")
     run.add_argument("--stage-min", type=int, default=40_000,

@@ -49,7 +49,7 @@ class EngineConfig:
     input_batch: int = 1_000  # input records a turn takes: keeps each transaction well inside its timeout
     # A turn stops taking its input records after this long (the rest are read again by the next one): a
     # CreateBatch is hundreds of creates, so the record count alone does not bound a turn's work.
-    input_slice_ms: int = 200
+    input_slice_ms: int = 500
     idle_poll_ms: int = 50
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
     # in the process (0: never), are produced ahead in a transaction committed at the instant.
