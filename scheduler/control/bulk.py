@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from scheduler.control.command_record import create_record
 from scheduler.control.errors import SchedulerError
 from scheduler.wire.partitioning import partition_for
 
@@ -75,7 +76,7 @@ def pipelined_creates(client: SchedulerClient, requests: Iterable[CreateRequest]
         schedule_id = None
         try:
             schedule_id = client.create_id(request.tenant, request.schedule_id, request.idempotency_key)
-            command = client.create_command(request.tenant, schedule_id, request.spec, request.idempotency_key)
+            command = create_record(request.tenant, schedule_id, request.spec, request.idempotency_key)
         except SchedulerError as exc:
             yield index, local_rejection(request, schedule_id, exc.reason, exc.message)
             continue

@@ -17,6 +17,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scheduler.control.bulk import DEFAULT_WINDOW, CreateRequest, pipelined_creates
+from scheduler.control.client_views import ClientViews
+from scheduler.control.command_record import command_record, create_record
 from scheduler.wire.codec import Codec
 from scheduler.control.errors import (CommandTimeout, Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable,
                                       ValidationError, VersionConflict, error_for)
@@ -26,7 +28,7 @@ from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.control.specs import (SPEC_DEFAULTS, dry_run_diff, make_spec, preview, validate_backfill, validate_spec,
                                      with_anchor)
 from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
-from scheduler.kafka.views import CompactedView, OccurrenceView, ScheduleView, watermarks
+from scheduler.kafka.views import CompactedView, watermarks
 
 Record = dict[str, Any]
 
@@ -41,7 +43,7 @@ TRANSPORT_HINT = ("is the broker up, and does the listener expect the client's s
 
 
 @dataclass
-class SchedulerClient:
+class SchedulerClient(ClientViews):
     """Thread-safe: any number of threads may call it (the HTTP API does)."""
 
     bootstrap_servers: str
@@ -105,73 +107,16 @@ class SchedulerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- views ------------------------------------------------------------------
-
-    def schedule_view(self) -> ScheduleView:
-        """The client's view of `<prefix>.schedules`, opened on first use."""
-        with self._lock:
-            if "schedules" not in self._views:
-                self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec,
-                                                        self.client_config)
-            return self._views["schedules"]  # type: ignore[return-value]
-
-    def occurrence_view(self) -> OccurrenceView:
-        with self._lock:
-            if "occurrences" not in self._views:
-                self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec,
-                                                            self.client_config)
-            return self._views["occurrences"]  # type: ignore[return-value]
-
-    def _caught_up(self, view: CompactedView) -> None:
-        if not view.wait_caught_up(self.timeout_s):
-            raise Unavailable("TIMEOUT", f"view of {view.topic} did not catch up in {self.timeout_s:g}s")
-
-    def get(self, tenant: str, schedule_id: str) -> Record:
-        """The schedule's current state (read-your-writes: the view is caught up first)."""
-        view = self.schedule_view()
-        self._caught_up(view)
-        state = view.get(tenant, schedule_id)
-        if state is None:
-            raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
-        return state
-
-    def list(self, tenant: str, state: str | None = None) -> list[Record]:
-        view = self.schedule_view()
-        self._caught_up(view)
-        return view.list(tenant, state)
-
-    def occurrence(self, tenant: str, occurrence_id: str) -> Record:
-        view = self.occurrence_view()
-        self._caught_up(view)
-        status = view.get(tenant, occurrence_id)
-        if status is None:
-            raise NotFound("UNKNOWN_OCCURRENCE", f"occurrence {occurrence_id!r} does not exist")
-        return status
-
     # -- commands ---------------------------------------------------------------
 
     def send(self, command_type: str, schedule_id: str, tenant: str, **fields: Any) -> str:
-        """Produce one command without waiting; returns its command id."""
-        command = self.command(command_type, schedule_id, tenant, **fields)
-        value = self.codec.encode("Command", command)
-        self.expect([command["command_id"]])
-        self.produce_command(value, schedule_id.encode())
-        return command["command_id"]
+        """Produce one command without waiting (`command_record` takes the fields); returns its command id."""
+        return self.send_command(command_record(command_type, schedule_id, tenant, **fields))
 
-    def command(self, command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
-                idempotency_key: str | None = None, expected_version: int | None = None,
-                occurrence_id: str | None = None, backfill_from_ms: int | None = None,
-                backfill_to_ms: int | None = None, overlap_override: str | None = None) -> Record:
-        """A Command record with a new command id (its spec checked locally), not sent."""
-        if spec is not None:
-            validate_spec(spec)
-        return {
-            "command_id": str(uuid.uuid4()), "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
-            "idempotency_key": idempotency_key, "expected_version": expected_version, "spec": spec,
-            "occurrence_id": occurrence_id, "issued_at_ms": int(time.time() * 1000),
-            "backfill_from_ms": backfill_from_ms, "backfill_to_ms": backfill_to_ms,
-            "overlap_override": overlap_override,
-        }
+    def send_command(self, command: Record) -> str:
+        self.expect([command["command_id"]])
+        self.produce_command(self.codec.encode("Command", command), command["schedule_id"].encode())
+        return command["command_id"]
 
     def expect(self, command_ids: Iterable[str]) -> None:
         """Collect the results of these commands when they come (before they are produced)."""
@@ -269,13 +214,7 @@ class SchedulerClient:
 
     def send_create(self, tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> str:
         """Produce one CREATE (RATE anchored, spec checked locally) without waiting; returns its command id."""
-        spec = with_anchor(spec, int(time.time() * 1000))
-        return self.send("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
-
-    def create_command(self, tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> Record:
-        """The CREATE `send_create` would produce, for a CreateBatch (scheduler.control.bulk)."""
-        spec = with_anchor(spec, int(time.time() * 1000))
-        return self.command("CREATE", schedule_id, tenant, spec=spec, idempotency_key=idempotency_key)
+        return self.send_command(create_record(tenant, schedule_id, spec, idempotency_key))
 
     def create_many(self, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
                     timeout_s: float | None = None) -> list[Record]:

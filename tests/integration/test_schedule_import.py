@@ -15,6 +15,7 @@ from control_env import control_env, hourly
 from engine_harness import REPO, ensure_layout
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import make_spec
+from scheduler.control.command_record import command_record
 from scheduler.wire.partitioning import partition_for
 
 
@@ -129,11 +130,11 @@ def test_a_create_batch_from_any_producer_takes_each_create_as_alone_and_rejects
     home = partition_for(here[0].encode(), partitions)
     mine = [sid for sid in here if partition_for(sid.encode(), partitions) == home][:3]
     elsewhere = next(sid for sid in here if partition_for(sid.encode(), partitions) != home)
-    commands = [client.command("CREATE", mine[0], "acme", spec=hourly(), idempotency_key=f"k-{tag}"),
-                client.command("CREATE", mine[0], "acme", spec=hourly(), idempotency_key=f"k-{tag}"),
-                {**client.command("CREATE", mine[1], "acme", spec=hourly()), "spec": make_spec("cron", "61 * * * *")},
-                client.command("PAUSE", mine[2], "acme"),
-                client.command("CREATE", elsewhere, "acme", spec=hourly())]
+    commands = [command_record("CREATE", mine[0], "acme", spec=hourly(), idempotency_key=f"k-{tag}"),
+                command_record("CREATE", mine[0], "acme", spec=hourly(), idempotency_key=f"k-{tag}"),
+                {**command_record("CREATE", mine[1], "acme", spec=hourly()), "spec": make_spec("cron", "61 * * * *")},
+                command_record("PAUSE", mine[2], "acme"),
+                command_record("CREATE", elsewhere, "acme", spec=hourly())]
     ids = [command["command_id"] for command in commands]
     client.expect(ids)
     client.produce_command(client.codec.encode("CreateBatch", {"batch_id": tag, "commands": commands}),

@@ -1,0 +1,32 @@
+"""Command records as the client sends them, one alone or many in a CreateBatch: a new command id, the
+spec checked locally first (the engine checks it again), a RATE spec anchored at the instant it is sent."""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from scheduler.control.specs import validate_spec, with_anchor
+
+Record = dict[str, Any]
+
+
+def command_record(command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
+                   idempotency_key: str | None = None, expected_version: int | None = None,
+                   occurrence_id: str | None = None, backfill_from_ms: int | None = None,
+                   backfill_to_ms: int | None = None, overlap_override: str | None = None) -> Record:
+    """Raises ValidationError for a spec the engine would refuse."""
+    if spec is not None:
+        validate_spec(spec)
+    return {
+        "command_id": str(uuid.uuid4()), "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
+        "idempotency_key": idempotency_key, "expected_version": expected_version, "spec": spec,
+        "occurrence_id": occurrence_id, "issued_at_ms": int(time.time() * 1000),
+        "backfill_from_ms": backfill_from_ms, "backfill_to_ms": backfill_to_ms,
+        "overlap_override": overlap_override,
+    }
+
+
+def create_record(tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> Record:
+    return command_record("CREATE", schedule_id, tenant, spec=with_anchor(spec, int(time.time() * 1000)),
+                          idempotency_key=idempotency_key)
