@@ -25,11 +25,16 @@ def ids_of(partition: int, count: int) -> list[str]:
     return [next(found) for _ in range(count)]
 
 
-def grant_all(task: SchedulerTask, now_ms: int) -> list[dict]:
-    """Send the turn's reservations, count them here, answer them here: the CommandResults of the answers."""
+def reservations(task: SchedulerTask, now_ms: int) -> list[tuple[bytes, bytes]]:
+    """The turn's AdmissionRequests (key, value), the turn committed."""
     task.admissions.send_reservations(now_ms)
     asks = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admissions"]
     task.committed({})
+    return asks
+
+
+def answer(task: SchedulerTask, asks: list[tuple[bytes, bytes]], now_ms: int) -> list[dict]:
+    """Count the requests here, answer them here: the CommandResults of the answers."""
     for n, (key, value) in enumerate(asks):
         task.handlers["admissions"](key, value, n, now_ms)
     answers = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admission-results"]
@@ -59,7 +64,7 @@ def test_each_create_of_a_batch_is_taken_as_alone_and_what_a_batch_may_not_hold_
     assert refused["c4"][:2] == ("MALFORMED_RECORD", "a CreateBatch holds only CREATE commands, not PAUSE")
     assert refused["c5"][0] == "MALFORMED_RECORD" and refused["c5"][1].startswith("schedule_id belongs to partition 1")
     assert task.ctx.reservations == {"acme": [here[0]]}, "the repeated create waits for the same slot"
-    accepted = grant_all(task, START + 1)
+    accepted = answer(task, reservations(task, START + 1), START + 1)
     assert sorted((r["command_id"], r["status"], r["version"]) for r in accepted) == [
         ("c1", "ACCEPTED", 1), ("c2", "ACCEPTED", 1)]
     task.committed({})
@@ -79,17 +84,9 @@ def test_a_record_neither_a_command_nor_a_batch_is_refused_with_what_it_is(task)
 def test_a_pending_state_is_read_back_as_the_store_holds_it_not_as_an_aborted_turn_left_it(task):
     [sid] = ids_of(0, 1)
     task.handlers["commands"](sid.encode(), CODEC.encode("Command", command(sid, "c1")), 0, START)
-    task.admissions.send_reservations(START)
-    asks = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admissions"]
-    task.committed({})
+    asks = reservations(task, START)
     task.handlers["commands"](sid.encode(), CODEC.encode("Command", command(sid, "c2")), 1, START)
     raw = task.ctx.txn.get("schedules", sid.encode())
     assert CODEC.decode("ScheduleState", raw)["admission_waiters"] == ["c1", "c2"]
     task.reset()  # the turn that added the second waiter aborted: the store still has one waiter
-    for n, (key, value) in enumerate(asks):
-        task.handlers["admissions"](key, value, n, START)
-    answers = [(key, value) for topic, key, value, _ in task.ctx.outbox if topic == "admission-results"]
-    task.committed({})
-    for n, (key, value) in enumerate(answers):
-        task.handlers["admission-results"](key, value, n, START)
-    assert [r["command_id"] for r in outputs(task, "results", "CommandResult")] == ["c1"]
+    assert [r["command_id"] for r in answer(task, asks, START)] == ["c1"]
