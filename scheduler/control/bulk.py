@@ -4,10 +4,10 @@ One producer keeps up to `window` commands outstanding and matches the results t
 client's reader collects by command id, in batches, so the rate is the engine's and
 not one round trip per schedule. The CREATEs travel as CreateBatch records, one per
 partition of the commands topic and up to `BATCH_COMMANDS` each, so the client, the
-broker and the engine handle one record per batch instead of one per schedule. Each request goes through what `create` does (tenant
-name, schedule id derivation, RATE anchoring, local spec validation); what fails
-locally becomes a REJECTED result for that request instead of an exception, so one
-bad request never stops the others.
+broker and the engine handle one record per batch instead of one per schedule. Each
+request goes through what `create` does (tenant name, schedule id derivation, RATE
+anchoring, local spec validation); what fails locally becomes a REJECTED result for
+that request instead of an exception, so one bad request never stops the others.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ BATCH_COMMANDS = 500  # CREATEs per CreateBatch
 # A batch whose record would be larger is split in two: well under the broker's default message.max.bytes
 # (1 MiB) even when one CREATE carries the largest payload the API takes (256 KiB).
 MAX_BATCH_BYTES = 512 * 1024
-BATCH_AGE_S = 0.05  # a batch still filling is sent after this long, so a slow reader's lines do not wait
+BATCH_AGE_S = 0.05  # open batches are all sent when a request comes this long after their oldest one
 
 
 @dataclass(frozen=True)
