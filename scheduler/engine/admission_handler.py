@@ -3,6 +3,7 @@ the running-slot ledger of those tenants, and the answers that come back to the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from scheduler.engine import running_slots
 from scheduler.engine.commands import admitted, result_record
@@ -29,37 +30,55 @@ class Admissions:
         if request["kind"] in ("WANT_RUNNING", "RETURN_RUNNING"):
             self._running_slot_request(request, now_ms)
             return
+        answer = self.count(request, now_ms)
+        if answer is None:
+            return
+        if request["schedule_ids"]:
+            ctx.emit(ctx.topics.admission_results, "AdmissionResult", answer["tenant"].encode(), answer,
+                     request["partition"])
+        else:
+            ctx.emit(ctx.topics.admission_results, "AdmissionResult", request["schedule_id"].encode(), answer)
+
+    def count(self, request: Record, now_ms: int) -> Record | None:
+        """A RESERVE or RELEASE against the tenant's active-schedule count; the answer of a RESERVE."""
+        ctx = self.ctx
         tenant = request["tenant"]
         count = running_slots.active_count(ctx.txn, tenant)
         if request["kind"] == "RELEASE":
             running_slots.set_active_count(ctx.txn, tenant, max(0, count - 1))
-            return
+            return None
         many = request["schedule_ids"]
         partition = request["partition"]
         if many and (partition is None or not 0 <= partition < self.partitions):
             log.warning("reservation of %d schedules of %s for partition %s ignored", len(many), tenant, partition)
-            return
+            return None
         quota = ctx.tenants.max_active_schedules(tenant)
         asked = many or [request["schedule_id"]]
         granted = max(0, min(len(asked), quota - count))  # in their order: the first ones get the slots left
         if granted:
             count += granted
             running_slots.set_active_count(ctx.txn, tenant, count)
-        answer = {"tenant": tenant, "schedule_id": request["schedule_id"], "granted": granted == len(asked),
-                  "active_schedules": count, "max_active_schedules": quota, "decided_at_ms": now_ms}
-        if many:
-            ctx.emit(ctx.topics.admission_results, "AdmissionResult", tenant.encode(),
-                     {**answer, "granted_ids": many[:granted], "refused_ids": many[granted:]}, partition)
-        else:
-            ctx.emit(ctx.topics.admission_results, "AdmissionResult", request["schedule_id"].encode(), answer)
+        return {"tenant": tenant, "schedule_id": request["schedule_id"], "granted": granted == len(asked),
+                "active_schedules": count, "max_active_schedules": quota, "decided_at_ms": now_ms,
+                "running_slots": None, "granted_ids": many[:granted], "refused_ids": many[granted:]}
 
-    def send_reservations(self, now_ms: int) -> None:
-        """After the turn's inputs: one RESERVE per tenant for every new schedule of this turn (`ctx.reserve`)."""
+    def send_reservations(self, now_ms: int, local: Callable[[str], Admissions | None] = lambda tenant: None) -> None:
+        """After the turn's inputs: one RESERVE per tenant for every new schedule of this turn (`ctx.reserve`).
+
+        A tenant counted by a partition of this process (`local`) is asked and answers in this turn, in its
+        store transaction, which commits with this one: the same decision the records would carry, without the
+        round trip, the turn it waits for, or the PENDING states reaching the changelog."""
         ctx = self.ctx
         for tenant, schedule_ids in ctx.reservations.items():
-            ctx.emit(ctx.topics.admissions, "AdmissionRequest", tenant.encode(), {
-                "tenant": tenant, "schedule_id": "", "kind": "RESERVE", "requested_at_ms": now_ms,
-                "partition": ctx.partition, "schedule_ids": schedule_ids})
+            request = {"tenant": tenant, "schedule_id": "", "kind": "RESERVE", "requested_at_ms": now_ms,
+                       "partition": ctx.partition, "schedule_ids": schedule_ids}
+            counter = local(tenant)
+            if counter is None:
+                ctx.emit(ctx.topics.admissions, "AdmissionRequest", tenant.encode(), request)
+                continue
+            answer = counter.count(request, now_ms)
+            if answer is not None:
+                self.take_answer(answer, now_ms)
         ctx.reservations = {}
 
     def _running_slot_request(self, request: Record, now_ms: int) -> None:
@@ -88,8 +107,11 @@ class Admissions:
     def on_admission_result(self, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
         ctx = self.ctx
         answer = ctx.decode_input("AdmissionResult", ctx.topics.admission_results, key, value, offset, now_ms)
-        if answer is None:
-            return
+        if answer is not None:
+            self.take_answer(answer, now_ms)
+
+    def take_answer(self, answer: Record, now_ms: int) -> None:
+        ctx = self.ctx
         if answer["running_slots"] is not None:
             self.slots.granted(ctx.txn, answer["tenant"], answer["running_slots"])
             return

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient
 from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
+from scheduler.engine.admission_handler import Admissions
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.previous_owner import PreviousOwners, owner_tag
@@ -35,6 +36,7 @@ from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 from scheduler.kafka.clients import connection, settled
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.engine.metrics import EngineMetrics
+from scheduler.wire.partitioning import partition_for
 from scheduler.wire.topology import Topology
 
 log = logging.getLogger(__name__)
@@ -219,13 +221,18 @@ class SchedulerProcess:
         # instant stays short for the occurrences due just after it (issue 16).
         deletes = max(1, self.config.stage_chunk // max(1, len(self.tasks)))
         for task in self.tasks.values():
-            task.admissions.send_reservations(now_ms)
+            task.admissions.send_reservations(now_ms, self._local_counter)
             task.admissions.settle_running_slots(now_ms)
             task.timeline.materialize_due(now_ms, budget)
             task.scan.delete_staged(deletes)
         if self.stages.contradicted():
             self.stages.drop("a change was accepted for an occurrence it holds")
         phases.append(time.perf_counter())
+
+    def _local_counter(self, tenant: str) -> Admissions | None:
+        """The admission side of the partition counting `tenant`, when this process owns it."""
+        task = self.tasks.get(partition_for(tenant.encode(), self.topology.schedule_partitions))
+        return None if task is None else task.admissions
 
     def _abandon(self, exc: KafkaException, first_offsets: dict[tuple[str, int], int]) -> None:
         """Abort the turn: its inputs are read again, its work forgotten."""

@@ -90,3 +90,24 @@ def test_a_pending_state_is_read_back_as_the_store_holds_it_not_as_an_aborted_tu
     assert CODEC.decode("ScheduleState", raw)["admission_waiters"] == ["c1", "c2"]
     task.reset()  # the turn that added the second waiter aborted: the store still has one waiter
     assert [r["command_id"] for r in answer(task, asks, START)] == ["c1"]
+
+
+def test_a_tenant_counted_in_this_process_answers_in_the_same_turn_and_only_the_planned_state_is_logged(tmp_path):
+    task = make_task(tmp_path / "p0", max_active_schedules=2)  # one partition: it counts every tenant
+    try:
+        for n, sid in enumerate(["a", "b", "c"]):
+            task.handlers["commands"](sid.encode(), CODEC.encode("Command", command(sid, f"c-{sid}")), n, START)
+        task.admissions.send_reservations(START, lambda tenant: task.admissions)
+        assert not [1 for topic, *_ in task.ctx.outbox if topic in ("admissions", "admission-results")]
+        results = {r["command_id"]: (r["status"], r["reason"]) for r in outputs(task, "results", "CommandResult")}
+        assert results == {"c-a": ("ACCEPTED", None), "c-b": ("ACCEPTED", None), "c-c": ("REJECTED", "QUOTA")}
+        logged = {key: value for _, key, value in task.changelog_records()["schedules"]}
+        assert {CODEC.decode("ScheduleState", logged[sid])["state"] for sid in (b"a", b"b")} == {"ACTIVE"}
+        assert logged[b"c"] is None, "the refused schedule is never logged as anything but gone"
+        task.committed({})
+        task.handlers["commands"](b"d", CODEC.encode("Command", command("d", "c-d")), 3, START)
+        task.admissions.send_reservations(START, lambda tenant: task.admissions)
+        [refused] = outputs(task, "results", "CommandResult")
+        assert (refused["command_id"], refused["reason"]) == ("c-d", "QUOTA"), "the count was committed"
+    finally:
+        task.store.close()
