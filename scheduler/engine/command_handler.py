@@ -53,13 +53,13 @@ class Commands:
         """Each CREATE as if it came alone; what could not have come alone here is rejected by itself."""
         for command in batch["commands"]:
             key = command["schedule_id"].encode()
+            home = partition_for(key, self.partitions)
             if command["type"] != "CREATE":
                 self._reject_malformed(key, f"a CreateBatch holds only CREATE commands, not {command['type']}",
                                        source, now_ms, command)
-            elif partition_for(key, self.partitions) != self.ctx.partition:
-                self._reject_malformed(key, f"schedule_id belongs to partition {partition_for(key, self.partitions)}:"
-                                       " a CreateBatch holds only schedules of the partition it is written to",
-                                       source, now_ms, command)
+            elif home != self.ctx.partition:
+                self._reject_malformed(key, f"schedule_id belongs to partition {home}: a CreateBatch holds only "
+                                       "schedules of the partition it is written to", source, now_ms, command)
             else:
                 self._take(key, command, now_ms)
 
