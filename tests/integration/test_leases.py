@@ -13,7 +13,8 @@ import pytest
 from engine_harness import SchedulerProcess, ensure_layout
 from scheduler.control.client import SchedulerClient, make_spec
 from worker_harness import (
-    CODEC, TOPOLOGY, WorkerProcess, attempt_reader, handled, kinds_by_occurrence, produce, wait_for,
+    CODEC, TOPOLOGY, WorkerProcess, attempt_reader, handled, kinds_by_occurrence, produce, status_of,
+    wait_for,
 )
 
 TENANT = "leases"
@@ -63,7 +64,7 @@ def test_a_handler_running_ten_times_its_lease_keeps_its_attempt_and_finishes_on
     assert not end["lease_lost"] and not end["cancelled"] and end["progress_reported"], runner.log_tail()
     assert end["at"] - start["at"] >= seconds
     oid = start["occurrence_id"]
-    wait_for(lambda: client.occurrence(TENANT, oid)["state"] == "SUCCEEDED", 30, "SUCCEEDED")
+    wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
     status = client.occurrence(TENANT, oid)
     assert status["attempt"] == 1 and status["attempt_token"] == start["token"]
     reader = attempt_reader(kafka_bootstrap, unique_prefix)
@@ -102,6 +103,9 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
     assert death_to_retry < LEASE_MS / 1000 + 10, "lease + one turn (+ backoff, + a loaded machine's slack)"
 
     oid = first["occurrence_id"]
+    # The worker notes "started" before the engine has read its STARTED event: wait for the view to show it.
+    wait_for(lambda: status_of(client, TENANT, oid).get("attempt_token") == retry["token"], 30,
+             "the retry's lease")
     late = {"occurrence_id": oid, "schedule_id": "victim", "tenant": TENANT, "schedule_version": 1,
             "scheduled_for_ms": client.occurrence(TENANT, oid)["scheduled_for_ms"], "attempt": first["attempt"],
             "attempt_token": first["token"], "kind": "SUCCEEDED", "retryable": False, "error_class": None,
@@ -112,7 +116,7 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
     assert status["attempt_token"] == retry["token"] and status["state"] == "RUNNING", status
     # The replay sits before the retry's own result in the schedule's partition: once that result is in,
     # the replay was processed, and the history says what it did.
-    wait_for(lambda: client.occurrence(TENANT, oid)["state"] == "SUCCEEDED", 60, "the retry's success")
+    wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 60, "the retry's success")
     status = client.occurrence(TENANT, oid)
     assert status["attempt_token"] == retry["token"] and status["attempt"] == retry["attempt"]
     results = [(e["kind"], e["attempt_token"]) for e in status["attempts"] if e["kind"] != "STARTED"]
@@ -134,13 +138,13 @@ def test_a_frozen_worker_learns_through_ctx_cancelled_that_its_lease_was_lost(sy
     assert frozen.proc is not None
     frozen.proc.send_signal(signal.SIGSTOP)
     try:
-        wait_for(lambda: any(e["kind"] == "LOST" for e in client.occurrence(TENANT, oid)["attempts"]), 30,
+        wait_for(lambda: any(e["kind"] == "LOST" for e in status_of(client, TENANT, oid).get("attempts", [])), 30,
                  "the lease to be lost")
     finally:
         frozen.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: notes(workdir, "ended", 1), 30, "the frozen attempt to stop")
     [end] = notes(workdir, "ended", 1)
     assert end["lease_lost"] and end["cancelled"], frozen.log_tail()
-    wait_for(lambda: client.occurrence(TENANT, oid)["state"] == "SUCCEEDED", 60, "the retry's success")
+    wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 60, "the retry's success")
     status = client.occurrence(TENANT, oid)
     assert status["attempt"] == 2 and [e["kind"] for e in status["attempts"]].count("SUCCEEDED") == 1

@@ -21,7 +21,7 @@ from engine_harness import SchedulerProcess, ensure_layout
 from scheduler.control.acls import scram_client_config
 from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
 from scheduler.control.client import SchedulerClient, Unavailable, make_spec
-from worker_harness import WorkerProcess, handled, wait_for
+from worker_harness import WorkerProcess, handled, status_of, wait_for
 
 TENANT = "tls"
 
@@ -63,7 +63,7 @@ def test_the_scheduler_a_worker_and_the_client_round_trip_over_sasl_ssl(tls_brok
             client.create(TENANT, make_spec("once", now.isoformat().replace("+00:00", "Z")), schedule_id="enc")
             wait_for(lambda: handled(tmp_path / "work"), 90, "the occurrence through SASL_SSL")
             oid = handled(tmp_path / "work")[0]["occurrence_id"]
-            wait_for(lambda: (client.occurrence(TENANT, oid) or {}).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
+            wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
     finally:
         worker.stop_quietly()
         scheduler.terminate()

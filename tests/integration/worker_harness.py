@@ -15,6 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from scheduler.control.errors import NotFound
 from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
@@ -86,6 +87,15 @@ def kinds_by_occurrence(reader: TopicReader) -> dict[str, list[str]]:
     for item in sorted(reader.received, key=lambda r: r.record["at_ms"]):
         out.setdefault(item.record["occurrence_id"], []).append(item.record["kind"])
     return out
+
+
+def status_of(client: Any, tenant: str, occurrence_id: str) -> dict[str, Any]:
+    """The occurrence's status, or {} before the engine has read its first attempt event: a worker notes
+    its start before that event is even sent (docs/control-plane.md, the occurrence view)."""
+    try:
+        return client.occurrence(tenant, occurrence_id)
+    except NotFound:
+        return {}
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
