@@ -31,7 +31,8 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from burst import REPO, RESULTS, create_all, rfc3339, scrape
+from bench_engine import create_all, scrape
+from burst_common import REPO, RESULTS, rfc3339
 from idle_states import write_idle_states
 from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import free_port

@@ -29,7 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from burst import RESULTS, Engine, rfc3339, scrape
+from bench_engine import Engine, scrape
+from burst_common import RESULTS, rfc3339
 from children import interruptible
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics

@@ -29,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from burst import end_progress, owners, progress  # noqa: E402
+from burst_common import end_progress, owners, progress  # noqa: E402
 from scheduler.kafka.admin import delete_prefixed_topics  # noqa: E402
 from scheduler.broker.local import LocalBroker, free_port  # noqa: E402
 from scheduler.engine.config import PRODUCER_BATCHING  # noqa: E402

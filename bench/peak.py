@@ -21,7 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from burst import RESULTS, BurstConfig, parser, run
+from burst import BurstConfig, parser, run
+from burst_common import RESULTS
 from children import interruptible, uninterrupted
 from scheduler.broker.local import LocalBroker, free_port
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 
-from burst import RESULTS, BurstConfig, parser, run
+from burst import BurstConfig, parser, run
+from burst_common import RESULTS
 
 
 def main() -> int:

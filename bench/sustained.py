@@ -23,22 +23,10 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from burst import (
-    CALIBRATION_TENANT,
-    RESULTS,
-    TOPOLOGY,
-    Engine,
-    decode_arrivals,
-    end_progress,
-    now_ms,
-    occurrence_topics,
-    owners,
-    percentile,
-    progress,
-    read_occurrences,
-    rfc3339,
-    scrape,
-)
+from bench_engine import Engine, scrape
+from burst_children import decode_arrivals, read_occurrences
+from burst_common import (CALIBRATION_TENANT, RESULTS, TOPOLOGY, end_progress, now_ms, occurrence_topics, owners,
+                          percentile, progress, rfc3339)
 from scheduler.kafka.admin import ensure_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.client import SchedulerClient, make_spec
