@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from scheduler.worker.worker import Worker
 
 log = logging.getLogger(__name__)
+SETTLE_POLL_S = 0.05
 
 
 def run_group(worker: Worker) -> None:
@@ -29,6 +31,7 @@ def run_group(worker: Worker) -> None:
         "session.timeout.ms": worker.options.session_timeout_ms,
         "heartbeat.interval.ms": max(1000, worker.options.session_timeout_ms // 5),
         "max.poll.interval.ms": worker.options.max_poll_interval_ms,
+        "enable.partition.eof": True,  # tells when a new assignment's backlog is all fetched (GroupLoop._settling)
     }))
     GroupLoop(worker, consumer).run()
 
@@ -39,6 +42,8 @@ class GroupLoop:
         self.consumer = consumer
         self.buffers: PriorityBuffers[Message] = PriorityBuffers(worker.priorities, worker.options.buffer_capacity)
         self.paused: set[str] = set()
+        self.unsettled: set[tuple[str, int]] = set()  # assigned, neither a record nor their end fetched yet
+        self.settle_until = 0.0
 
     def run(self) -> None:
         self.consumer.subscribe(list(self.worker.topics), on_assign=self._on_assign,
@@ -47,6 +52,8 @@ class GroupLoop:
             while not self.worker.stopping():
                 self._fill()
                 self._pause_full()
+                if self._settling():
+                    continue
                 taken = self.buffers.pop_next()
                 if taken is not None:
                     self._handle(taken[1])
@@ -60,10 +67,18 @@ class GroupLoop:
             if first is None:
                 return
             self._buffer(first)
-        for message in self.consumer.consume(self.worker.options.buffer_capacity, timeout=0):
+        wait = SETTLE_POLL_S if self._settling() else 0
+        for message in self.consumer.consume(self.worker.options.buffer_capacity, timeout=wait):
             self._buffer(message)
 
+    def _settling(self) -> bool:
+        """After an assignment, work waits until every new partition has shown a record or its end (or the
+        settle time is up): partitions' first fetches return at different moments, and a high-priority
+        backlog fetched a little later must not lose its turn to the low-priority records fetched first."""
+        return bool(self.unsettled) and time.monotonic() < self.settle_until
+
     def _buffer(self, message: Message) -> None:
+        self.unsettled.discard((message.topic(), message.partition()))
         error = message.error()
         if error is not None:
             if error.fatal():
@@ -90,9 +105,12 @@ class GroupLoop:
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.paused = set()
+        self.unsettled |= {(tp.topic, tp.partition) for tp in partitions}
+        self.settle_until = time.monotonic() + self.worker.options.assignment_settle_s
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.buffers.drop_partitions((tp.topic, tp.partition) for tp in partitions)
+        self.unsettled -= {(tp.topic, tp.partition) for tp in partitions}
 
     def _handle(self, message: Message) -> None:
         writer = self.worker.writer

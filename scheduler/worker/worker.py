@@ -46,6 +46,7 @@ class WorkerOptions:
     poll_timeout_s: float = 0.2
     session_timeout_ms: int = 10_000
     max_poll_interval_ms: int = 300_000
+    assignment_settle_s: float = 2.0
 
 
 class Worker:
