@@ -21,6 +21,11 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
+def free_ports() -> list[str]:
+    """Both listener flags, each a free port: the controller's default, --port + 1, may be taken."""
+    return ["--port", str(free_port()), "--controller-port", str(free_port())]
+
+
 def create_topic(bootstrap: str, name: str, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(timeout=30)
@@ -202,7 +207,7 @@ def test_cli_port_taken_exits_2_with_advice(tmp_path: Path, held_port: int) -> N
 def test_cli_without_java_exits_2_with_advice(tmp_path: Path) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    result = run_cli("start", "--port", str(free_port()), "--data-dir", str(tmp_path / "broker"),
+    result = run_cli("start", *free_ports(), "--data-dir", str(tmp_path / "broker"),
                      env=cli_env(tmp_path, PATH=str(empty)))
     assert result.returncode == 2
     assert "`java` was not found on PATH" in result.stderr and "17" in result.stderr
@@ -214,7 +219,7 @@ def test_cli_with_old_java_exits_2_with_advice(tmp_path: Path) -> None:
     fake_java = bin_dir / "java"
     fake_java.write_text('#!/bin/sh\necho \'openjdk version "11.0.22" 2024-01-16\' >&2\n')
     fake_java.chmod(0o755)
-    result = run_cli("start", "--port", str(free_port()), "--data-dir", str(tmp_path / "broker"),
+    result = run_cli("start", *free_ports(), "--data-dir", str(tmp_path / "broker"),
                      env=cli_env(tmp_path, PATH=str(bin_dir)))
     assert result.returncode == 2
     assert "Java 11" in result.stderr and "17 or newer" in result.stderr
@@ -227,7 +232,7 @@ def test_cli_without_maven_and_empty_cache_exits_2_with_advice(tmp_path: Path) -
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "java").symlink_to(os.path.realpath(java))
-    result = run_cli("start", "--port", str(free_port()), "--data-dir", str(tmp_path / "broker"),
+    result = run_cli("start", *free_ports(), "--data-dir", str(tmp_path / "broker"),
                      env=cli_env(tmp_path, PATH=str(bin_dir), XDG_CACHE_HOME=str(tmp_path / "cache")))
     assert result.returncode == 2
     assert "`mvn` was not found on PATH" in result.stderr

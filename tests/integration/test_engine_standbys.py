@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-import socket
 import time
 import urllib.request
 from datetime import datetime, timezone
@@ -14,6 +13,7 @@ from confluent_kafka import TopicPartition
 
 from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
                             read_until_all, rfc3339, wait_for_split)
+from scheduler.broker.ports import free_port
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
@@ -24,12 +24,6 @@ STEADY_S = 15
 RESTORED = re.compile(r"restored (\S+)\[(\d+)\]: (\d+) records, offsets (\d+)\.\.(\d+)")
 PLACED = re.compile(r"standby partitions \[([\d, ]*)\]")
 PLACEMENT_S = 20  # the placement runs every 2 s; an idle process once kept none for 10 minutes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int) -> dict[str, float]:
