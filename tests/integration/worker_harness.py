@@ -143,9 +143,13 @@ class WorkerProcess:
         self.proc.wait(10)
 
     def stop_quietly(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """Kill it if still running and print its log's tail, which pytest shows only for a failed test."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+        print(f"--- {self.log_path.name} (exit {self.proc.returncode}):\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
