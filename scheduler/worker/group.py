@@ -104,6 +104,7 @@ class GroupLoop:
         self.paused = wanted
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("assigned %s", ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "no partitions")
         self.paused = set()
         self.unsettled |= {(tp.topic, tp.partition) for tp in partitions}
         self.settle_until = time.monotonic() + self.worker.options.assignment_settle_s

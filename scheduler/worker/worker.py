@@ -111,6 +111,7 @@ class Worker:
             self.writer = AttemptWriter(self.client_config, self.topology.topic_name("attempts", self.prefix),
                                         transactional_id_prefix(self.prefix, self.tenant) + self.worker_id,
                                         self.codec)
+            log.info("worker %s: attempt writer ready", self.worker_id)
             (run_share if self.share else run_group)(self)
         finally:
             if self.writer is not None:

@@ -3,48 +3,27 @@ from __future__ import annotations
 
 import math
 import time
-from datetime import datetime, timezone
 
 import pytest
 
-from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout
-from scheduler.control.client import SchedulerClient, make_spec
-from worker_harness import WorkerProcess, attempt_reader, handled, kinds_by_occurrence, status_of, wait_for
+from engine_harness import TOPOLOGY, TopicReader, soon
+from scheduler.control.client import make_spec
+from worker_harness import attempt_reader, handled, kinds_by_occurrence, scheduler_with_workers, status_of, wait_for
 
 TENANT = "e2e"
 
 
 @pytest.fixture
 def system(kafka_bootstrap, unique_prefix, tmp_path):
-    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
-    scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "3")).start()
-    client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60)
-    workers: list[WorkerProcess] = []
-
-    def worker(handler: str) -> WorkerProcess:
-        started = WorkerProcess(kafka_bootstrap, unique_prefix, TENANT, f"worker_handlers:{handler}",
-                                tmp_path / "work").start()
-        workers.append(started)
-        return started
-
-    yield client, worker, tmp_path / "work"
-    for started in workers:
-        started.stop_quietly()
-    client.close()
-    if scheduler.alive():
-        scheduler.terminate()
-
-
-def soon(seconds: float = 3) -> str:
-    return datetime.fromtimestamp(math.ceil(time.time() + seconds), tz=timezone.utc).isoformat().replace(
-        "+00:00", "Z")
+    with scheduler_with_workers(kafka_bootstrap, unique_prefix, tmp_path, TENANT) as running:
+        yield running
 
 
 def test_a_handler_failing_twice_then_succeeding_gets_three_attempts_with_one_occurrence_id(
         system, kafka_bootstrap, unique_prefix):
     client, worker, workdir = system
     worker("fails_twice")
-    client.create(TENANT, make_spec("once", soon(), max_attempts=5, retry_backoff_ms=500), schedule_id="flaky")
+    client.create(TENANT, make_spec("once", soon(3), max_attempts=5, retry_backoff_ms=500), schedule_id="flaky")
     wait_for(lambda: len(handled(workdir)) >= 3, 60, "three attempts")
     calls = handled(workdir)
     assert [c["attempt"] for c in calls] == [1, 2, 3]
@@ -68,7 +47,7 @@ def test_a_permanent_error_is_dead_at_once_and_rerun_brings_it_back_with_the_sam
         system, kafka_bootstrap, unique_prefix):
     client, worker, workdir = system
     worker("by_payload")
-    client.create(TENANT, make_spec("once", soon(), payload=b"permanent", max_attempts=5), schedule_id="dead")
+    client.create(TENANT, make_spec("once", soon(3), payload=b"permanent", max_attempts=5), schedule_id="dead")
     dead = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("dead-letters", unique_prefix, tenant=TENANT)],
                        "DeadLetter")
     try:

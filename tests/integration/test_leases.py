@@ -3,17 +3,15 @@ keeps its attempt however long it runs; a dead (kill -9) or frozen (SIGSTOP) wor
 occurrence is retried under a new token, and the old token's late result is refused."""
 from __future__ import annotations
 
-import math
 import signal
 import time
-from datetime import datetime, timezone
 
 import pytest
 
-from engine_harness import SchedulerProcess, ensure_layout
-from scheduler.control.client import SchedulerClient, make_spec
+from engine_harness import soon
+from scheduler.control.client import make_spec
 from worker_harness import (
-    CODEC, TOPOLOGY, WorkerProcess, attempt_reader, handled, kinds_by_occurrence, produce, status_of,
+    CODEC, TOPOLOGY, attempt_reader, handled, kinds_by_occurrence, produce, scheduler_with_workers, status_of,
     wait_for,
 )
 
@@ -24,28 +22,8 @@ SESSION_TIMEOUT_MS = 1_500
 
 @pytest.fixture
 def system(kafka_bootstrap, unique_prefix, tmp_path):
-    ensure_layout(kafka_bootstrap, unique_prefix, [TENANT])
-    scheduler = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "state", "a", ("--horizon", "3")).start()
-    client = SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60)
-    workers: list[WorkerProcess] = []
-
-    def worker(*extra: str) -> WorkerProcess:
-        started = WorkerProcess(kafka_bootstrap, unique_prefix, TENANT, "worker_handlers:long_run",
-                                tmp_path / "work", extra_args=extra).start()
-        workers.append(started)
-        return started
-
-    yield client, worker, tmp_path / "work"
-    for started in workers:
-        started.stop_quietly()
-    client.close()
-    if scheduler.alive():
-        scheduler.terminate()
-
-
-def soon(seconds: float = 4) -> str:
-    return datetime.fromtimestamp(math.ceil(time.time() + seconds), tz=timezone.utc).isoformat().replace(
-        "+00:00", "Z")
+    with scheduler_with_workers(kafka_bootstrap, unique_prefix, tmp_path, TENANT) as running:
+        yield running
 
 
 def notes(workdir, phase: str, attempt: int | None = None) -> list[dict]:
@@ -55,9 +33,9 @@ def notes(workdir, phase: str, attempt: int | None = None) -> list[dict]:
 def test_a_handler_running_ten_times_its_lease_keeps_its_attempt_and_finishes_once(
         system, kafka_bootstrap, unique_prefix):
     client, worker, workdir = system
-    runner = worker()
+    runner = worker("long_run")
     seconds = 10 * LEASE_MS / 1000
-    client.create(TENANT, make_spec("once", soon(), payload=str(seconds).encode(), lease_ms=LEASE_MS,
+    client.create(TENANT, make_spec("once", soon(4), payload=str(seconds).encode(), lease_ms=LEASE_MS,
                                     retry_backoff_ms=100), schedule_id="long")
     wait_for(lambda: notes(workdir, "ended"), 60 + seconds, "the long handler's end")
     [start], [end] = notes(workdir, "started"), notes(workdir, "ended")
@@ -87,7 +65,7 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
     survivor owns the dead worker's partitions by the time the lease expires."""
     client, worker, workdir = system
     fast = ("--session-timeout-ms", str(SESSION_TIMEOUT_MS))
-    pool = {w.proc.pid: w for w in (worker(*fast), worker(*fast))}
+    pool = {w.proc.pid: w for w in (worker("long_run", *fast), worker("long_run", *fast))}
     client.create(TENANT, make_spec("once", soon(6), payload=b"8", lease_ms=LEASE_MS, retry_backoff_ms=100,
                                     max_attempts=3), schedule_id="victim")
     wait_for(lambda: notes(workdir, "started"), 90, "the first attempt")
@@ -136,8 +114,8 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
 def test_a_frozen_worker_learns_through_ctx_cancelled_that_its_lease_was_lost(system, kafka_bootstrap,
                                                                                 unique_prefix):
     client, worker, workdir = system
-    frozen = worker()
-    client.create(TENANT, make_spec("once", soon(), payload=b"6", lease_ms=LEASE_MS, retry_backoff_ms=100),
+    frozen = worker("long_run")
+    client.create(TENANT, make_spec("once", soon(4), payload=b"6", lease_ms=LEASE_MS, retry_backoff_ms=100),
                   schedule_id="frozen")
     wait_for(lambda: notes(workdir, "started", 1), 90, "the first attempt")
     oid = notes(workdir, "started", 1)[0]["occurrence_id"]

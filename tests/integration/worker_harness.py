@@ -8,20 +8,22 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from scheduler.control.client import SchedulerClient
 from scheduler.control.errors import NotFound
 from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
-from engine_harness import TopicReader
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -177,3 +179,32 @@ def attempt_partitions(bootstrap: str, prefix: str, expected: int, timeout: floa
     finally:
         consumer.close()
     return seen
+
+
+StartWorker = Callable[..., WorkerProcess]
+
+
+@contextmanager
+def scheduler_with_workers(bootstrap: str, prefix: str, tmp_path: Path,
+                           tenant: str) -> Iterator[tuple[SchedulerClient, StartWorker, Path]]:
+    """One scheduler process, a client, and `start(handler, *worker_args)` for worker processes sharing a
+    work dir; all stopped on exit (the workers' log tails printed, for a failed test's report)."""
+    ensure_layout(bootstrap, prefix, [tenant])
+    scheduler = SchedulerProcess(bootstrap, prefix, tmp_path / "state", "a", ("--horizon", "3")).start()
+    client = SchedulerClient(bootstrap, prefix, timeout_s=60)
+    workers: list[WorkerProcess] = []
+
+    def start(handler: str, *extra: str) -> WorkerProcess:
+        started = WorkerProcess(bootstrap, prefix, tenant, f"worker_handlers:{handler}", tmp_path / "work",
+                                extra_args=extra).start()
+        workers.append(started)
+        return started
+
+    try:
+        yield client, start, tmp_path / "work"
+    finally:
+        for started in workers:
+            started.stop_quietly()
+        client.close()
+        if scheduler.alive():
+            scheduler.terminate()
