@@ -50,6 +50,10 @@ class EngineConfig:
     # A turn stops taking its input records after this long (the rest are read again by the next one): a
     # CreateBatch is hundreds of creates, so the record count alone does not bound a turn's work.
     input_slice_ms: int = 500
+    # Planning (fires entering the planning lead) takes at most this much of a turn, after its dispatch: a
+    # turn's length is what an occurrence falling due during it waits, and a fire is planned a lead (60 s by
+    # default) ahead, so what does not fit waits a turn at no cost.
+    plan_slice_ms: int = 100
     idle_poll_ms: int = 50
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
     # in the process (0: never), are produced ahead in a transaction committed at the instant.

@@ -18,16 +18,12 @@ def dispatch(tasks: Iterable[SchedulerTask], lane: bytes, now_ms: int, budget: i
     tasks = list(tasks)
     share = max(1, -(-budget // max(1, len(tasks))))
     candidates: list[Offer] = []
-    due_seen: dict[int, int] = {}
     for task in tasks:
-        offered = task.dispatcher.offers(lane, now_ms, share)
-        due_seen[task.partition] = len(offered)
-        candidates.extend(offered)
+        candidates.extend(task.dispatcher.offers(lane, now_ms, share))
     if not candidates:
-        metrics.selected(lane, now_ms, [], due_seen, {})
         return 0
     selection = interleave(candidates, budget, limits, now_ms)
-    metrics.selected(lane, now_ms, selection.chosen, due_seen, selection.held_back)
+    metrics.selected(lane, now_ms, selection.chosen, selection.held_back)
     for dispatcher, key, raw in selection.chosen:
         dispatcher.send(key, raw, now_ms)
     return len(selection.chosen)

@@ -80,12 +80,23 @@ def _bound_text(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
+@dataclass(frozen=True)
+class PartitionReading:
+    """One partition after a committed turn: its next strict entry due, its next fire not yet planned, and
+    how many entries are due and schedules have a due fire not yet planned (each counted up to a cap)."""
+
+    partition: int
+    next_due_ms: int | None
+    next_wake_ms: int | None
+    due_entries: int
+    due_unplanned: int
+
+
 @dataclass
 class _Turn:
     """What the open transaction dispatched and held back, applied when it commits."""
 
     lags: Counter[tuple[str, int]] = field(default_factory=Counter)  # (lane, due_ms) -> entries
-    backlog: dict[int, int] = field(default_factory=dict)            # partition -> due entries left
     held_back: Counter[str] = field(default_factory=Counter)         # tenant -> entries held by its limit
 
 
@@ -102,10 +113,12 @@ class EngineMetrics:
                                       ["lane"], registry=r)
         self.due_backlog = Gauge(
             "scheduler_due_backlog",
-            "Due entries not yet sent after the last turn (counted up to the dispatch budget per partition)",
+            "Occurrences due and not sent after the last turn: timeline entries due, and schedules whose next "
+            "fire is due but not yet planned (counted up to 1,000 of each per partition)",
             ["partition"], registry=r)
         self.oldest_overdue = Gauge("scheduler_oldest_overdue_seconds",
-                                    "Age of the oldest due entry not yet sent (0 when none is due)",
+                                    "Age of the oldest due occurrence not yet sent, planned or not (0 when none "
+                                    "is due)",
                                     ["partition"], registry=r)
         self.horizon_lag = Gauge(
             "scheduler_horizon_materialization_lag_seconds",
@@ -186,20 +199,15 @@ class EngineMetrics:
     # -- one transaction --------------------------------------------------------------
 
     def selected(self, lane: bytes, now_ms: int, chosen: Iterable[tuple[Any, bytes, Any]],
-                 due_seen: dict[int, int], held_back: dict[str, int]) -> None:
-        """Record a selection of (dispatcher, timeline key, entry); `due_seen` is due entries found per partition."""
+                 held_back: dict[str, int]) -> None:
+        """Record a selection of (dispatcher, timeline key, entry) and the entries held back per tenant."""
         name = LANES[lane]
         per_due: Counter[int] = Counter()
-        per_partition: Counter[int] = Counter()
-        for dispatcher, key, _ in chosen:
+        for _, key, _ in chosen:
             per_due[due_ms_of(key)] += 1
-            per_partition[dispatcher.partition] += 1
         turn = self._turn
         for due, n in per_due.items():
             turn.lags[(name, due)] += n
-        if lane == DISPATCH:
-            for partition, seen in due_seen.items():
-                turn.backlog[partition] = seen - per_partition.get(partition, 0)
         turn.held_back.update(held_back)
 
     def committed(self, enqueued_ms: int, commit_seconds: float, events: Mapping[str, int],
@@ -212,8 +220,6 @@ class EngineMetrics:
         for (lane, due_ms), n in turn.lags.items():
             self.schedule_lag.observe_many((lane,), max(0, enqueued_ms - due_ms) / 1000, n)
             self.dispatched.labels(lane).inc(n)
-        for partition, n in turn.backlog.items():
-            self.due_backlog.labels(str(partition)).set(n)
         for tenant, n in turn.held_back.items():
             self.held_back.labels(tenant).inc(n)
         for kind, n in events.items():
@@ -237,13 +243,18 @@ class EngineMetrics:
         self._turn = _Turn()
         self.transactions.labels("aborted").inc()
 
-    def partitions(self, now_ms: int, horizon_ms: int,
-                   readings: Iterable[tuple[int, int | None, int | None]]) -> None:
-        """Overdue age and horizon lag per (partition, next strict entry due, next fire not planned)."""
-        for partition, due, wake in readings:
-            label = str(partition)
-            self.oldest_overdue.labels(label).set(max(0, now_ms - due) / 1000 if due is not None else 0)
-            behind = max(0, now_ms + horizon_ms - wake) / 1000 if wake is not None else 0.0
+    def partitions(self, now_ms: int, lead_ms: int, readings: Iterable[PartitionReading]) -> None:
+        """After a committed turn, per partition: what is due and not sent (`PartitionReading`), and how far
+        planning is behind its lead. A fire not yet planned when its instant passed is overdue as much as
+        an entry not yet sent: both count."""
+        for reading in readings:
+            label = str(reading.partition)
+            overdue_since = min((at for at in (reading.next_due_ms, reading.next_wake_ms)
+                                 if at is not None and at <= now_ms), default=None)
+            self.oldest_overdue.labels(label).set(0 if overdue_since is None else (now_ms - overdue_since) / 1000)
+            self.due_backlog.labels(label).set(reading.due_entries + reading.due_unplanned)
+            wake = reading.next_wake_ms
+            behind = max(0, now_ms + lead_ms - wake) / 1000 if wake is not None else 0.0
             self.horizon_lag.labels(label).set(behind)
 
     # -- partition ownership --------------------------------------------------------------

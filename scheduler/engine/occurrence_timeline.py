@@ -2,7 +2,8 @@
 enqueueing one ready-to-send occurrence with its changelog record."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 from scheduler.engine import materialize, timeline_keys
 from scheduler.engine.attempts import lease_ms
@@ -12,12 +13,25 @@ from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, NO_DEADLINE,
 from scheduler.timing.spec_record import compile_spec
 
 RANKS_KEPT = 100_000
+PLANNED_PER_CLOCK_READ = 16  # schedules planned between two looks at the turn's planning deadline
+MAX_STRIDE_MS = 60_000
+
+
+def planning_lead_ms(horizon_ms: int) -> int:
+    """How far ahead a schedule's next fire must come before it is planned: the horizon less a stride (half
+    the horizon, at most a minute). Each pass then plans through the whole horizon, so a schedule that fires
+    more often than the stride has several fires planned per pass, its state read and written once for
+    them all instead of once per fire; one that fires less often is planned once per fire, as before."""
+    return horizon_ms - min(horizon_ms // 2, MAX_STRIDE_MS)
+
 
 
 class Timeline:
-    def __init__(self, ctx: TaskContext, horizon_ms: int) -> None:
+    def __init__(self, ctx: TaskContext, horizon_ms: int, floor: Callable[[bytes], bytes]) -> None:
         self.ctx = ctx
         self.horizon_ms = horizon_ms
+        self.lead_ms = planning_lead_ms(horizon_ms)
+        self._floor = floor  # where a lane's first live key may be (lane_scan.DueScan.floor)
         self._ranks: dict[tuple[bytes, int, str], int] = {}  # (lane, due, tenant) -> next rank given
 
     # -- one occurrence --------------------------------------------------------------
@@ -60,10 +74,26 @@ class Timeline:
     def pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
         sid = state["schedule_id"]
         for ref in state.get("pending") or []:
-            for lane in (DISPATCH, CATCH_UP):
-                key = timeline_keys.occurrence_key(lane, ref["due_ms"], sid, ref["scheduled_for_ms"], ref["rank"])
-                if self.ctx.txn.get("timeline", key) is not None:
-                    yield ref, key
+            key = self._key_of(sid, ref)
+            if key is not None:
+                yield ref, key
+
+    def _key_of(self, schedule_id: str, ref: Record) -> bytes | None:
+        """The timeline key of a pending ref, in whichever lane it is; None once it is gone."""
+        for lane in (DISPATCH, CATCH_UP):
+            key = timeline_keys.occurrence_key(lane, ref["due_ms"], schedule_id, ref["scheduled_for_ms"], ref["rank"])
+            if self.ctx.txn.get("timeline", key) is not None:
+                return key
+        return None
+
+    def _kept_refs(self, state: Record, now_ms: int) -> list[Record]:
+        """The pending refs worth keeping in the state. Only an entry already due can have left the timeline
+        (dispatched, or deleted after a stage sent it; a change rewrites the list): a ref due later is kept
+        unread. A ref kept too long costs nothing but its bytes, since every reader of the list
+        (`pending_keys`) looks each entry up."""
+        sid = state["schedule_id"]
+        return [ref for ref in state.get("pending") or []
+                if ref["due_ms"] > now_ms or self._key_of(sid, ref) is not None]
 
     def drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
         """The change wins over the old version's occurrences not yet sent, even those already due (their
@@ -95,7 +125,7 @@ class Timeline:
         for skipped in planned.excluded:
             record_event(self.ctx, state, "EXCLUDED", "an EXDATE of the schedule's recurrence rule", now_ms,
                          occurrence_id=skipped.occurrence_id, scheduled_for_ms=skipped.scheduled_for_ms)
-        pending = [ref for ref, _ in self.pending_keys(state)]
+        pending = self._kept_refs(state, now_ms)
         for occ in planned.occurrences:
             pending.append(self.enqueue(state, occ.occurrence_id, occ.scheduled_for_ms, occ.available_at_ms,
                                         attempt=1, dst_rule=occ.dst_rule, catch_up=occ.catch_up))
@@ -127,12 +157,16 @@ class Timeline:
         state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
         self.materialize(state, cursor_ms, now_ms, recorded_until_ms)
 
-    def materialize_due(self, now_ms: int, budget: int) -> int:
-        """Plan the schedules whose next fire enters the horizon, complete those with nothing left."""
+    def materialize_due(self, now_ms: int, budget: int, deadline: float = float("inf")) -> int:
+        """Plan the schedules whose next fire comes within the planning lead, complete those with nothing left;
+        at most `budget` of them, and none once `time.perf_counter()` passes `deadline` (the turn's dispatch
+        comes first: a fire is planned a lead ahead, so planning can wait a turn)."""
         if len(self._ranks) > RANKS_KEPT:  # ranks only matter while their instant is ahead
             self._ranks = {k: v for k, v in self._ranks.items() if k[1] >= now_ms}
-        due = self._wakes_due(WAKE, now_ms + self.horizon_ms, budget) + self._wakes_due(END, now_ms, budget)
-        for key in due:
+        due = self._wakes_due(WAKE, now_ms + self.lead_ms, budget) + self._wakes_due(END, now_ms, budget)
+        for n, key in enumerate(due):
+            if n % PLANNED_PER_CLOCK_READ == 0 and n and time.perf_counter() > deadline:
+                return n
             self.ctx.txn.delete("timeline", key)
             state = self.ctx.schedule(timeline_keys.wake_schedule_id(key))
             if state is None or timeline_keys.wake_key(state) != key:
@@ -146,7 +180,7 @@ class Timeline:
     def _wakes_due(self, lane: bytes, until_ms: int, budget: int) -> list[bytes]:
         bound = timeline_keys.lane_bound(lane, until_ms)
         due = []
-        for key in self.ctx.store.keys_from("timeline", lane, bound):
+        for key in self.ctx.store.keys_from("timeline", self._floor(lane), bound):
             if len(due) >= budget:
                 break
             if not self.ctx.txn.is_deleted("timeline", key):
@@ -165,13 +199,13 @@ class Timeline:
         self.ctx.publish(done)
 
     def has_wake_due(self, now_ms: int) -> bool:
-        for lane, until_ms in ((WAKE, now_ms + self.horizon_ms), (END, now_ms)):
-            for _ in self.ctx.store.keys_from("timeline", lane, timeline_keys.lane_bound(lane, until_ms)):
+        for lane, until_ms in ((WAKE, now_ms + self.lead_ms), (END, now_ms)):
+            for _ in self.ctx.store.keys_from("timeline", self._floor(lane), timeline_keys.lane_bound(lane, until_ms)):
                 return True
         return False
 
     def next_wake_ms(self) -> int | None:
         """The earliest fire not yet planned (how far behind the horizon planning is)."""
-        for key in self.ctx.store.keys_from("timeline", WAKE, timeline_keys.lane_end(WAKE)):
+        for key in self.ctx.store.keys_from("timeline", self._floor(WAKE), timeline_keys.lane_end(WAKE)):
             return timeline_keys.due_ms_of(key)
         return None

@@ -32,10 +32,11 @@ from scheduler.engine.stager import StageRunner
 from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.outputs import produce_outputs
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE
 from scheduler.kafka.clients import connection, settled
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.engine.metrics import EngineMetrics
+from scheduler.engine.metrics import EngineMetrics, PartitionReading
+from scheduler.engine.occurrence_timeline import planning_lead_ms
 from scheduler.wire.partitioning import partition_for
 from scheduler.wire.topology import Topology
 
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
+BACKLOG_COUNTED = 1_000  # due entries (and due fires not planned) counted per partition for the backlog gauge
 
 
 class SchedulerProcess:
@@ -58,6 +60,7 @@ class SchedulerProcess:
         self.tasks: dict[int, SchedulerTask] = {}
         self._stop = threading.Event()
         self._held_up = False  # the last turn had due work and could send none of it
+        self._plan_from = 0  # the partition (by position) that plans first in the next turn
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
         self._admin = AdminClient(common)  # the fencing of dead previous owners
@@ -171,9 +174,16 @@ class SchedulerProcess:
         if phases[-1] - phases[0] > SLOW_TURN_S:
             spent = ", ".join(f"{name} {b - a:.2f}s" for name, a, b in zip(TURN_PHASES, phases, phases[1:]))
             log.info("slow turn (%d inputs): %s", len(inputs), spent)
-        self.metrics.partitions(int(self.clock() * 1000), self.config.horizon_ms,
-                                [(p, task.scan.next_due_ms(DISPATCH), task.timeline.next_wake_ms())
-                                 for p, task in self.tasks.items()])
+        self._read_partitions()
+
+    def _read_partitions(self) -> None:
+        """What is due and not sent, after the commit: entries due, and fires due but not yet planned."""
+        now_ms = int(self.clock() * 1000)
+        self.metrics.partitions(now_ms, planning_lead_ms(self.config.horizon_ms), [
+            PartitionReading(p, task.scan.next_due_ms(DISPATCH), task.timeline.next_wake_ms(),
+                             task.scan.count_due(DISPATCH, now_ms, BACKLOG_COUNTED),
+                             task.scan.count_due(WAKE, now_ms, BACKLOG_COUNTED))
+            for p, task in self.tasks.items()])
 
     def _apply_inputs(self, inputs: list[Any], now_ms: int,
                       first_offsets: dict[tuple[str, int], int]) -> tuple[dict[tuple[str, int], int], bool]:
@@ -220,10 +230,13 @@ class SchedulerProcess:
         # A committed stage's local deletes, stage_chunk a turn over all partitions: a turn right after the
         # instant stays short for the occurrences due just after it (issue 16).
         deletes = max(1, self.config.stage_chunk // max(1, len(self.tasks)))
-        for task in self.tasks.values():
+        plan_until = time.perf_counter() + self.config.plan_slice_ms / 1000
+        tasks = list(self.tasks.values())
+        self._plan_from = (self._plan_from + 1) % max(1, len(tasks))  # who plans first when the slice runs out
+        for task in tasks[self._plan_from:] + tasks[:self._plan_from]:
             task.admissions.send_reservations(now_ms, self._local_counter)
             task.admissions.settle_running_slots(now_ms)
-            task.timeline.materialize_due(now_ms, budget)
+            task.timeline.materialize_due(now_ms, budget, plan_until)
             task.scan.delete_staged(deletes)
         if self.stages.contradicted():
             self.stages.drop("a change was accepted for an occurrence it holds")

@@ -33,8 +33,8 @@ class SchedulerTask:
         self.store = store
         self.ctx = TaskContext(partition, store, topics, codec, tenants)
         self.slots = RunningSlots(tenants.max_concurrency)
-        self.timeline = Timeline(self.ctx, horizon_ms)
         self.scan = DueScan(self.ctx)
+        self.timeline = Timeline(self.ctx, horizon_ms, self.scan.floor)
         self.commands = Commands(self.timeline, partitions)
         self.admissions = Admissions(self.ctx, self.timeline, self.slots, partitions)
         self.attempts = Attempts(self.ctx, self.timeline, self.slots)

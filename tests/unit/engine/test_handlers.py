@@ -7,26 +7,14 @@ import pytest
 from scheduler.control.client import make_spec
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH
-from task_builder import CODEC, make_task, outputs
+from task_builder import CODEC, admit_schedule, make_task, outputs
 
 MINUTE = 60_000
 START = 1_800_000_000_000 - 1_800_000_000_000 % MINUTE + 5_000
 
 
-def pending_schedule(schedule_id: str, spec: dict, tenant: str = "acme") -> dict:
-    return {"schedule_id": schedule_id, "tenant": tenant, "version": 1, "state": "PENDING", "spec": spec,
-            "idempotency_key": None, "create_command_id": f"create-{schedule_id}", "created_at_ms": START,
-            "updated_at_ms": START, "next_fire_ms": None, "fired_count": 0, "pending": [], "running": [],
-            "admission_waiters": [f"create-{schedule_id}"], "first_next_fires_ms": []}
-
-
 def admit(task: SchedulerTask, schedule_id: str, spec: dict, granted: bool = True) -> None:
-    """A PENDING schedule in the store, then its tenant's answer arrives."""
-    task.store.write({"schedules": {schedule_id.encode(): CODEC.encode("ScheduleState",
-                                                                     pending_schedule(schedule_id, spec))}}, {})
-    answer = {"tenant": "acme", "schedule_id": schedule_id, "granted": granted, "active_schedules": 3,
-              "max_active_schedules": 3, "decided_at_ms": START, "running_slots": None}
-    task.handlers["admission-results"](schedule_id.encode(), CODEC.encode("AdmissionResult", answer), 0, START)
+    admit_schedule(task, schedule_id, spec, START, granted=granted)
 
 
 def request(kind: str, schedule_id: str = "s1") -> bytes:
