@@ -1,15 +1,22 @@
-"""The daily average, sustained: `python bench/sustained.py --rate 2315 --minutes 10 [--command-rate 20]`.
+"""The daily average, sustained: `python bench/sustained.py --rate 2315 --minutes 10 [--command-rate 20] [--steady]`.
 
 200 million occurrences a day is 2,315 a second. `rate × period` fixed-rate schedules ("every 10s")
 with evenly spread anchors fire that many a second for the run's duration, while a side thread
 keeps creating and cancelling other schedules (commands mixed in). A `read_committed` reader in its
 own process stamps every occurrence; the engine's /metrics is scraped every few seconds for its
-memory and backlog. Writes `bench/results/sustained-<rate>.md` with lag percentiles per minute,
-memory over time, and a completeness check, plus PNG plots.
+memory, CPU, dispatched count and backlog. Writes `bench/results/sustained-<rate>.md` (and `.json`, read
+by bench/regress.py) with lag percentiles and engine CPU per occurrence per minute, memory over time, and
+a completeness check, plus PNG plots.
+
+`--steady`: the schedules have no `end_at`, so planning never stops before the run ends (with an end,
+the last two minutes plan nothing and hide the steady state); the first `--warmup` minutes are left out
+of the summary, and the RSS of the last half of the rest is compared with the half before it. The
+completeness check covers the fires up to the run's end.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import multiprocessing as mp
 import os
@@ -60,6 +67,9 @@ def main() -> int:
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--tenants", type=int, default=20)
     p.add_argument("--command-rate", type=float, default=20.0, help="create/cancel commands per second meanwhile")
+    p.add_argument("--steady", action="store_true", help="schedules without end_at (see above)")
+    p.add_argument("--warmup", type=float, default=1.0, help="minutes left out of the summary")
+    p.add_argument("--engine-arg", action="append", default=[], help="extra `scheduler run` argument (repeatable)")
     p.add_argument("--bootstrap")
     args = p.parse_args()
     schedules = args.rate * PERIOD_S
@@ -80,7 +90,7 @@ def main() -> int:
         tenants = sorted(set(schedule_owner))
         ensure_topics(bootstrap, TOPOLOGY, prefix, tenants=[*tenants, CHURN_TENANT, CALIBRATION_TENANT], timeout=120)
         port = free_port()
-        engine = Engine(bootstrap, prefix, workdir, ["--metrics-port", str(port)])
+        engine = Engine(bootstrap, prefix, workdir, ["--metrics-port", str(port), *args.engine_arg])
         engine.wait_assigned()
         topics = occurrence_topics(prefix, tenants)
         counter = ctx.Value("q", 0)
@@ -98,7 +108,7 @@ def main() -> int:
             for n, tenant in enumerate(schedule_owner):
                 anchor = start_ms + n * PERIOD_S * 1000 // schedules
                 spec = make_spec("rate", f"every {PERIOD_S}s", anchor_at_ms=anchor, start_at_ms=start_ms,
-                                 end_at_ms=end_ms, priority="NORMAL")
+                                 end_at_ms=None if args.steady else end_ms, priority="NORMAL")
                 sid = f"sust-{n:07d}"
                 ids.append(client.send("CREATE", sid, tenant, spec=spec))
                 for fire in range(anchor, end_ms + 1, PERIOD_S * 1000):
@@ -119,11 +129,14 @@ def main() -> int:
         churner.start()
         samples = []
         deadline = end_ms / 1000 + 60
-        while counter.value < len(expected) and time.time() < deadline:
+        done = (lambda: time.time() > end_ms / 1000 + 20) if args.steady else (lambda: counter.value >= len(expected))
+        while not done() and time.time() < deadline:
             try:
                 m = scrape(port)
                 samples.append((now_ms(), m.get("process_resident_memory_bytes", 0.0),
-                                m.get("scheduler_due_backlog", 0.0), m.get("scheduler_oldest_overdue_seconds", 0.0)))
+                                m.get("scheduler_due_backlog", 0.0), m.get("scheduler_oldest_overdue_seconds", 0.0),
+                                m.get("process_cpu_seconds_total", 0.0),
+                                m.get("scheduler_occurrences_dispatched_total", 0.0)))
             except OSError:
                 pass
             progress("sustained", min(counter.value, len(expected)), len(expected),
@@ -150,8 +163,11 @@ def main() -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+Sample = tuple[int, float, float, float, float, float]  # at_ms, RSS, backlog, oldest overdue, CPU s, dispatched
+
+
 def write_report(args: argparse.Namespace, schedules: int, start_ms: int, expected: dict[str, int],
-                 arrivals: list, samples: list[tuple[int, float, float, float]], commands: int) -> Path:
+                 arrivals: list, samples: list[Sample], commands: int) -> Path:
     seen_ids: set[str] = set()
     duplicates = 0
     per_minute: dict[int, list[int]] = defaultdict(list)
@@ -163,9 +179,11 @@ def write_report(args: argparse.Namespace, schedules: int, start_ms: int, expect
         if a.occurrence_id in expected:
             per_minute[(a.scheduled_for_ms - start_ms) // 60_000].append(a.seen_ms - a.scheduled_for_ms)
     missing = len(expected.keys() - seen_ids)
-    unexpected = len(seen_ids - expected.keys())
+    unexpected = 0 if args.steady else len(seen_ids - expected.keys())  # steady: later fires go on arriving
+    cpu_us, rss_mib = per_minute_engine(start_ms, samples)
     lines = [
-        f"# bench/sustained: {args.rate:,} occurrences/s for {args.minutes:g} minutes",
+        f"# bench/sustained: {args.rate:,} occurrences/s for {args.minutes:g} minutes"
+        + (" (steady: no end_at)" if args.steady else ""),
         "",
         "Command: `python bench/sustained.py " + " ".join(sys.argv[1:]) + "`",
         "",
@@ -173,35 +191,81 @@ def write_report(args: argparse.Namespace, schedules: int, start_ms: int, expect
         f"{commands:,} create/cancel commands sent meanwhile ({args.command_rate:g}/s)",
         f"- expected occurrences: {len(expected):,}; missing: {missing:,}; unexpected: {unexpected:,}; "
         f"duplicates: {duplicates:,}",
+        "- engine CPU per occurrence: the engine process's `process_cpu_seconds_total` (every thread, librdkafka's "
+        "included) over its `scheduler_occurrences_dispatched_total`, per minute",
         "",
         "## Lag `seen_at - scheduled_for` per minute (ms)",
         "",
-        "| minute | occurrences | p50 | p95 | p99 | max |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| minute | occurrences | p50 | p95 | p99 | max | engine CPU µs/occ | RSS MiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    everything: list[int] = []
+    measured: list[int] = []
     for minute in sorted(per_minute):
         values = sorted(per_minute[minute])
-        everything += values
+        if minute >= args.warmup:
+            measured += values
         lines.append(f"| {minute} | {len(values):,} | {percentile(values, 0.5):,} | {percentile(values, 0.95):,} | "
-                     f"{percentile(values, 0.99):,} | {values[-1]:,} |")
-    everything.sort()
-    lines.append(f"| all | {len(everything):,} | {percentile(everything, 0.5):,} | {percentile(everything, 0.95):,} | "
-                 f"{percentile(everything, 0.99):,} | {everything[-1] if everything else 0:,} |")
-    lines += ["", "## Engine memory (RSS, from its /metrics)", ""]
-    if samples:
-        rss = [s[1] / 2**20 for s in samples]
-        lines.append(f"- first {rss[0]:,.0f} MiB, last {rss[-1]:,.0f} MiB, max {max(rss):,.0f} MiB "
-                     f"over {(samples[-1][0] - samples[0][0]) / 1000:.0f}s ({len(samples)} samples)")
+                     f"{percentile(values, 0.99):,} | {values[-1]:,} | {_fmt(cpu_us.get(minute))} | "
+                     f"{_fmt(rss_mib.get(minute))} |")
+    measured.sort()
+    kept = [m for m in sorted(cpu_us) if m >= args.warmup]
+    summary = {
+        "rate": args.rate, "minutes": args.minutes, "steady": args.steady, "warmup_minutes": args.warmup,
+        "expected": len(expected), "missing": missing, "duplicates": duplicates,
+        "lag_p50_ms": percentile(measured, 0.5), "lag_p99_ms": percentile(measured, 0.99),
+        "lag_max_ms": measured[-1] if measured else 0,
+        "cpu_us_per_occurrence": _median([cpu_us[m] for m in kept]),
+        "rss_first_half_mib": None, "rss_last_half_mib": None,
+    }
+    rss_kept = [rss_mib[m] for m in sorted(rss_mib) if m >= args.warmup]
+    if len(rss_kept) >= 2:
+        half = len(rss_kept) // 2
+        summary["rss_first_half_mib"] = sum(rss_kept[:half]) / half
+        summary["rss_last_half_mib"] = sum(rss_kept[half:]) / (len(rss_kept) - half)
+    lines += ["", f"## After the {args.warmup:g}-minute warm-up", "",
+              f"- lag p50 {summary['lag_p50_ms']:,} ms, **p99 {summary['lag_p99_ms']:,} ms**, max "
+              f"{summary['lag_max_ms']:,} ms over {len(measured):,} occurrences",
+              f"- engine CPU per occurrence, median of the minutes: **{_fmt(summary['cpu_us_per_occurrence'])} µs**"]
+    if summary["rss_first_half_mib"] is not None:
+        first, last = summary["rss_first_half_mib"], summary["rss_last_half_mib"]
+        lines.append(f"- RSS mean {first:,.0f} MiB in the first half, {last:,.0f} MiB in the last half "
+                     f"({(last / first - 1) * 100:+.1f} %)")
     plots = plot(args.rate, start_ms, per_minute, samples)
     lines += ["", "Plots (not kept in git): " + ", ".join(f"`bench/results/{p.name}`" for p in plots), ""]
     path = RESULTS / f"sustained-{args.rate}.md"
     path.write_text("\n".join(lines) + "\n")
+    path.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")
     return path
 
 
-def plot(rate: int, start_ms: int, per_minute: dict[int, list[int]],
-         samples: list[tuple[int, float, float, float]]) -> list[Path]:
+def per_minute_engine(start_ms: int, samples: list[Sample]) -> tuple[dict[int, float], dict[int, float]]:
+    """Engine CPU µs per dispatched occurrence and mean RSS (MiB), per minute since the start."""
+    by_minute: dict[int, list[Sample]] = defaultdict(list)
+    for sample in samples:
+        by_minute[(sample[0] - start_ms) // 60_000].append(sample)
+    cpu: dict[int, float] = {}
+    rss: dict[int, float] = {}
+    previous: Sample | None = None
+    for minute in sorted(by_minute):
+        group = by_minute[minute]
+        rss[minute] = sum(s[1] for s in group) / len(group) / 2**20
+        first = previous or group[0]
+        last = group[-1]
+        if last[5] > first[5]:
+            cpu[minute] = (last[4] - first[4]) / (last[5] - first[5]) * 1e6
+        previous = last
+    return cpu, rss
+
+
+def _median(values: list[float]) -> float | None:
+    return sorted(values)[len(values) // 2] if values else None
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:,.0f}"
+
+
+def plot(rate: int, start_ms: int, per_minute: dict[int, list[int]], samples: list[Sample]) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -79,10 +79,16 @@ class Timeline:
                 yield ref, key
 
     def _key_of(self, schedule_id: str, ref: Record) -> bytes | None:
-        """The timeline key of a pending ref, in whichever lane it is; None once it is gone."""
+        """The timeline key of a pending ref, in whichever lane it is; None once it is gone. A key below its
+        lane's floor in the store is gone without a read (a dispatched entry, the common case); the floor says
+        nothing of this turn's own writes, which are looked at first."""
+        written = self.ctx.txn.changes["timeline"]
         for lane in (DISPATCH, CATCH_UP):
             key = timeline_keys.occurrence_key(lane, ref["due_ms"], schedule_id, ref["scheduled_for_ms"], ref["rank"])
-            if self.ctx.txn.get("timeline", key) is not None:
+            if key in written:
+                if written[key] is not None:
+                    return key
+            elif key >= self._floor(lane) and self.ctx.store.get("timeline", key) is not None:
                 return key
         return None
 

@@ -62,3 +62,18 @@ def test_the_change_drops_a_fire_already_due_and_says_it_was_due(active_every_mi
     assert "before the change" not in future["reason"]
     task.committed({})
     assert [key for key, _ in task.scan.due(DISPATCH, now_ms)] == [], "the old version's fire is never sent afterwards"
+
+
+def test_a_cancel_drops_an_occurrence_triggered_earlier_in_the_same_turn_below_the_dispatch_floor(
+        active_every_minute: SchedulerTask) -> None:
+    """The dispatch lane's floor sits at the first fire, a minute ahead; the triggered occurrence, due now,
+    sorts below it. The floor speaks only of the store: the turn's own write must still be found and dropped."""
+    task = active_every_minute
+    now_ms = START + 1_000
+    task.handlers["commands"](b"s1", command("TRIGGER", now_ms), 1, now_ms)
+    task.handlers["commands"](b"s1", command("CANCEL", now_ms), 2, now_ms)
+    results = [(r["status"], r["reason"]) for r in outputs(task, "results", "CommandResult")]
+    assert results == [("ACCEPTED", None), ("ACCEPTED", None)]
+    assert [e["kind"] for e in events(task) if e["scheduled_for_ms"] == now_ms] == ["CANCELED"]
+    task.committed({})
+    assert [key for key, _ in task.scan.due(DISPATCH, now_ms + 5_000)] == [], "nothing of s1 is left to send"
