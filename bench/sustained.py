@@ -230,8 +230,11 @@ def write_report(args: argparse.Namespace, schedules: int, start_ms: int, expect
         first, last = summary["rss_first_half_mib"], summary["rss_last_half_mib"]
         lines.append(f"- RSS mean {first:,.0f} MiB in the first half, {last:,.0f} MiB in the last half "
                      f"({(last / first - 1) * 100:+.1f} %)")
-    plots = plot(args.rate, start_ms, per_minute, samples)
-    lines += ["", "Plots (not kept in git): " + ", ".join(f"`bench/results/{p.name}`" for p in plots), ""]
+    try:
+        plots = plot(args.rate, start_ms, per_minute, samples)
+        lines += ["", "Plots (not kept in git): " + ", ".join(f"`bench/results/{p.name}`" for p in plots), ""]
+    except ImportError:  # matplotlib is in the `bench` extra
+        lines += ["", "No plots: matplotlib is not installed (`pip install -e '.[bench]'`).", ""]
     path = RESULTS / f"sustained-{args.rate}.md"
     path.write_text("\n".join(lines) + "\n")
     path.with_suffix(".json").write_text(json.dumps(summary, indent=1) + "\n")

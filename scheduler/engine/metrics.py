@@ -122,7 +122,8 @@ class EngineMetrics:
                                     ["partition"], registry=r)
         self.horizon_lag = Gauge(
             "scheduler_horizon_materialization_lag_seconds",
-            "How far into the horizon the oldest unmaterialized fire lies (0 when the horizon is fully planned)",
+            "How far inside the planning lead (the horizon less its stride) the oldest unplanned fire lies "
+            "(0 when planning keeps up)",
             ["partition"], registry=r)
         self.occurrence_events = PromCounter(
             "scheduler_occurrence_events",
