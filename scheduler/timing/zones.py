@@ -49,7 +49,9 @@ def year_of(seconds: int) -> int:
     return (EPOCH + timedelta(seconds=seconds)).year
 
 
-@lru_cache(maxsize=8192)
+# Room for every DST zone's tables over a search horizon (timing/horizon.py) and more: a tenant walking
+# never-firing specs through zone after zone then costs each table once, never a rebuild.
+@lru_cache(maxsize=32768)
 def _year_table(name: str, year: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """(offset in force at the start of `year`, transition instants in the year, offsets after each)."""
     zone = load_zone(name)
