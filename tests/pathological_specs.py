@@ -10,12 +10,20 @@ from hypothesis import strategies as st
 
 from scheduler.control.specs import make_spec
 
-# Dublin springs forward from 01:00 to 02:00 on the last Sunday of March.
-NEVER_FIRING = {
-    "cron": make_spec("cron", "30 1 * 3 0L", "Europe/Dublin"),
-    "rrule": make_spec("rrule", "DTSTART:20260329T015400 RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU", "Europe/Dublin"),
-    "once": make_spec("once", "2027-03-28T01:30:00", "Europe/Dublin"),
-}
+
+def dublin_gap_spec(kind: str, minute: int) -> dict:
+    """A spec at 01:MM on the last Sunday of March in Dublin, inside the spring-forward gap (01:00 to
+    02:00) every year, with the default dst_gap=SKIP: it never fires. One distinct spec per minute, so
+    a test sending many is answered by no cache."""
+    expressions = {
+        "cron": f"{minute} 1 * 3 0L",
+        "rrule": f"DTSTART:20260329T01{minute:02}00 RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU",
+        "once": f"2027-03-28T01:{minute:02}:00",
+    }
+    return make_spec(kind, expressions[kind], "Europe/Dublin")
+
+
+NEVER_FIRING = {kind: dublin_gap_spec(kind, 30) for kind in ("cron", "rrule", "once")}
 
 # (zone, cron day-of-month month day-of-week, RRULE BY parts, DTSTART date) of each zone's spring-forward day.
 _SPRING_FORWARD = [
