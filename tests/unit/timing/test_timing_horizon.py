@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from preview_cli import run_preview
 from scheduler.timing import fires as fires_module
 from scheduler.timing.fires import (count_fires, excluded_between, fires_between, next_fire, next_fires, nth_fire,
                                     require_fire)
@@ -160,3 +161,22 @@ def test_a_gap_free_spec_is_untouched_by_the_horizon():
     assert count_fires(daily, NOW, NOW + timedelta(days=365 * 60)) == count_fires(
         daily, NOW, NOW + timedelta(days=365 * 30)) + count_fires(
         daily, NOW + timedelta(days=365 * 30), NOW + timedelta(days=365 * 60))
+
+
+@pytest.mark.parametrize("argv", [
+    ["--cron", "30 1 * 3 0L"],
+    ["--rrule", DUBLIN_GAP_RRULE],
+    ["--at", "2027-03-28T01:30:00"],
+])
+def test_scheduler_preview_of_a_never_firing_spec_says_why_within_a_second(argv, capsys):
+    _cold()
+    code, out, err = _within_a_second(
+        lambda: run_preview([*argv, "--tz", "Europe/Dublin", "--start", "2026-12-04T00:00:00Z"], capsys))
+    assert code == 2 and out == ""
+    assert err.startswith("error: expression: no fire"), err
+
+
+def test_scheduler_preview_of_a_window_closed_before_the_first_fire_still_prints_nothing(capsys):
+    code, out, err = run_preview(["--cron", "0 9 * * *", "--start", "2026-12-04T10:00:00Z",
+                                  "--end", "2026-12-05T08:00:00Z"], capsys)
+    assert (code, out, err) == (0, "", "")
