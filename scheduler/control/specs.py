@@ -10,8 +10,8 @@ from typing import Any
 
 from scheduler.control.errors import ValidationError
 from scheduler.timing import instants
-from scheduler.timing.fires import next_fires
-from scheduler.timing.spec import SpecError
+from scheduler.timing.fires import next_fires, require_fire
+from scheduler.timing.spec import ScheduleSpec, SpecError
 from scheduler.timing.spec_record import compile_spec
 from scheduler.wire import vocabulary
 from scheduler.wire.limits import PREVIEW_COUNT
@@ -33,9 +33,21 @@ def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any)
     return {**SPEC_DEFAULTS, **fields, "kind": kind.upper(), "expression": expression, "time_zone": time_zone}
 
 
-def validate_spec(spec: Record) -> None:
+def validate_spec(spec: Record, now_ms: int | None = None) -> None:
+    """A spec about to be sent: it compiles, and it fires within the time core's search horizon after
+    `now_ms` (default: now), as the engine checks it (a spec that never fires is refused there too)."""
+    compiled = _compiled(spec)
     try:
-        compile_spec(spec)
+        require_fire(compiled, instants.to_datetime(int(time.time() * 1000) if now_ms is None else now_ms))
+    except SpecError as exc:
+        raise ValidationError("INVALID_SPEC", f"{exc.field}: {exc.message}") from exc
+
+
+def _compiled(spec: Record) -> ScheduleSpec:
+    """The spec compiled, or the ValidationError the engine's reason would be (a stored spec's preview
+    needs only this: one that has fired its last still previews, as nothing)."""
+    try:
+        return compile_spec(spec)
     except SpecError as exc:
         reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
         raise ValidationError(reason, f"{exc.field}: {exc.message}") from exc
@@ -53,12 +65,11 @@ def with_anchor(spec: Record, now_ms: int) -> Record:
 def preview(spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None, fired_before: int = 0) -> list[int]:
     """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
     after = int(time.time() * 1000) if after_ms is None else after_ms
-    spec = with_anchor(spec, after)
-    validate_spec(spec)
+    compiled = _compiled(with_anchor(spec, after))
     if not 0 <= count <= MAX_PREVIEW:
         raise ValidationError("INVALID_SPEC", f"count: must be between 0 and {MAX_PREVIEW}")
     try:
-        fires = next_fires(compile_spec(spec), instants.to_datetime(after), count, fired_before)
+        fires = next_fires(compiled, instants.to_datetime(after), count, fired_before)
     except (OverflowError, ValueError) as exc:  # instants past the calendar's range (year 1..9999)
         raise ValidationError("INVALID_SPEC", f"preview: {exc}") from exc
     return [instants.to_ms(f.scheduled_for) for f in fires]

@@ -16,7 +16,7 @@ from typing import Any
 
 from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.spec_record import compile_spec
-from scheduler.timing.fires import next_fires
+from scheduler.timing.fires import next_fires, require_fire
 from scheduler.timing.spec import ScheduleSpec, SpecError
 from scheduler.wire.limits import PREVIEW_COUNT
 from scheduler.wire.topology import InvalidNameError, validate_name_part
@@ -80,11 +80,15 @@ def first_cursor_ms(spec_record: Record, now_ms: int) -> int:
     return now_ms
 
 
-def _checked_spec(spec_record: Record | None) -> ScheduleSpec:
+def _checked_spec(spec_record: Record | None, now_ms: int) -> ScheduleSpec:
+    """The spec of a CREATE or UPDATE, compiled, and with a fire within the time core's search horizon:
+    a spec that never fires would have every planning pass walk the horizon for nothing."""
     if spec_record is None:
         raise Rejection("INVALID_SPEC", "spec: a spec is required")
     try:
-        return compile_spec(spec_record)
+        spec = compile_spec(spec_record)
+        require_fire(spec, to_datetime(now_ms))
+        return spec
     except SpecError as exc:
         reason = "UNKNOWN_ZONE" if exc.field == "time_zone" else "INVALID_SPEC"
         raise Rejection(reason, f"{exc.field}: {exc.message}") from exc
@@ -144,7 +148,7 @@ def _decide(command: Record, current: Record | None, now_ms: int) -> Decision:
     if state["state"] == "COMPLETED" and kind != "CANCEL":
         raise Rejection("INVALID_STATE", f"schedule {state['schedule_id']!r} has completed: it has no fires left")
     if kind == "UPDATE":
-        spec = _checked_spec(command.get("spec"))
+        spec = _checked_spec(command.get("spec"), now_ms)
         new = _changed(state, now_ms, spec=command["spec"], pending=[])
         fires = preview_ms(spec, now_ms) if state["state"] == "ACTIVE" else []
         return Decision(_accepted(command, new, now_ms, fires), new, "INVALIDATED",
@@ -179,7 +183,7 @@ def _create(command: Record, current: Record | None, now_ms: int) -> Decision:
             raise Rejection("ALREADY_EXISTS", "schedule id is taken; choose another")
         raise Rejection("ALREADY_EXISTS", f"schedule {command['schedule_id']!r} already exists")
     _check_names(command)
-    _checked_spec(command.get("spec"))
+    _checked_spec(command.get("spec"), now_ms)
     state: Record = {
         "schedule_id": command["schedule_id"],
         "tenant": command["tenant"],

@@ -5,7 +5,8 @@ With --every the anchor is --start and fires are start + k * period strictly aft
 --start lists the one-shot's instants whatever the current time. --calendar prints
 the same fires as month grids in --tz with DST changes flagged (--json, if also
 given, wins: its output never changes). Invalid input exits with status 2 and
-`error: <field>: <message>` on stderr.
+`error: <field>: <message>` on stderr; so does a spec the engine would refuse for having no fire
+within the search horizon (timing/horizon.py), instead of printing nothing.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from scheduler.timing import calendar_view
 from scheduler.timing.cron import MONTH_END_OPTIONS
 from scheduler.timing.dst import GAP_OPTIONS, OVERLAP_OPTIONS
 from scheduler.timing.errors import SpecError
-from scheduler.timing.fires import Fire, excluded_between, next_fires
+from scheduler.timing.fires import Fire, excluded_between, next_fires, require_fire
 from scheduler.timing.instants import UTC, format_offset, format_utc, parse_instant
 from scheduler.timing.zones import load_zone
 from scheduler.timing.spec import parse_spec
@@ -99,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             month_end=args.month_end,
         )
         fires = next_fires(spec, start or _EARLIEST, args.count)
+        if not fires and args.count:
+            require_fire(spec, start or _EARLIEST)  # the engine would refuse it: say why, as it would
     except SpecError as exc:
         print(f"error: {exc.field}: {exc.message}", file=sys.stderr)
         return 2

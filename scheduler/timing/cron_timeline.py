@@ -7,6 +7,11 @@ no other day's fires can interleave with them. Only days near a transition
 resolve each wall time through `dst.resolve_wall` and go through a small heap
 that orders and de-duplicates (a shifted gap time can coincide with a real
 fire; the unshifted one wins).
+
+Every walk is bounded by the search horizon (`horizon.SEARCH_HORIZON_S`): it ends at the first
+matching day lying that far past where it started or past its last fire, so a spec whose wall
+times all fall in DST gaps costs a bounded walk instead of one to year 9998. The check is one
+comparison per matching day, none per fire.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from datetime import date, timedelta
 from typing import Protocol
 
 from scheduler.timing.dst import resolve_wall
+from scheduler.timing.horizon import SEARCH_HORIZON_S
 from scheduler.timing.zones import MAX_OFFSET, MAX_YEAR, MIN_YEAR, ZoneRules
 
 DAY = 86_400
@@ -97,11 +103,15 @@ class CronTimeline:
         return None, fires
 
     def iter_after(self, after: int) -> Iterator[Fire]:
-        """Fires strictly after `after` (epoch seconds), ascending, without duplicates."""
+        """Fires strictly after `after` (epoch seconds), ascending, without duplicates, up to the
+        horizon: no day whose earliest instant lies more than SEARCH_HORIZON_S after `after` (or
+        after the last fire yielded) is looked at."""
         heap: list[tuple[int, int, str | None]] = []
         last = None
         tod = self.tod
         for midnight in self._days(self._start_wall(after)):
+            if midnight - MAX_OFFSET > (after if last is None else last) + SEARCH_HORIZON_S:
+                break
             offset, fires = self._day(midnight)
             if offset is not None:
                 while heap:
@@ -137,12 +147,14 @@ class CronTimeline:
 
     def _runs(self, after: int, until: int) -> Iterator[tuple[int, tuple[int, ...]] | list[Fire]]:
         """Fires in (after, until] as ascending runs: (base, times_of_day) for whole clean
-        days, counted without enumeration, and explicit lists for everything else."""
+        days, counted without enumeration, and explicit lists for everything else. Bounded as
+        iter_after is: the walk ends a horizon past the last clean day's fires (days still
+        pending are then listed by iter_after, which applies the same bound)."""
         tod = self.tod
         pending_from = after
         pending = False
         for midnight in self._days(self._start_wall(after)):
-            if midnight - MAX_OFFSET > until:
+            if midnight - MAX_OFFSET > min(until, pending_from + SEARCH_HORIZON_S):
                 break
             offset, _ = self._day(midnight)
             if offset is not None:

@@ -6,13 +6,15 @@ window ([start_at, end_at], inclusive) and max_fires, and converts to datetimes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import islice
 
 from scheduler.timing.cron import parse_cron
 from scheduler.timing.cron_timeline import CronTimeline, DaySource
+from scheduler.timing.errors import SpecError
+from scheduler.timing.horizon import SEARCH_HORIZON_YEARS
 from scheduler.timing.instants import US_PER_S, from_us, require_aware, to_us
 from scheduler.timing.once import OnceTimeline, once_fires
 from scheduler.timing.rate import MAX_US, RateTimeline, parse_period
@@ -202,3 +204,28 @@ def nth_fire(spec: ScheduleSpec, after: datetime, n: int, fired_before: int = 0)
     if found is None or found[0] > upper:
         return None
     return Fire(from_us(found[0]), found[1])
+
+
+def require_fire(spec: ScheduleSpec, now: datetime) -> None:
+    """Raise SpecError("expression", ...) for a spec that never yields an instant under its own DST
+    options: a one-shot whose local time falls in a skipped DST gap, or a cron or RRULE schedule
+    with no fire within the search horizon after `now` (or after start_at when later).
+
+    What validation adds to parse_spec for a spec about to be stored: such a spec would make every
+    planning pass walk the horizon for nothing. end_at and max_fires are left out (a window that
+    closes before the first fire is accepted, as before: the schedule completes at once); a rate
+    fires once every period from its anchor and never fails this."""
+    require_aware(now, "now")
+    if spec.kind == "rate":
+        return
+    if spec.kind == "once":
+        if not timeline(spec).fires:
+            raise SpecError("expression", f"no fire: {spec.expression} falls in a DST gap of {spec.time_zone}, "
+                                          f"skipped with dst_gap={spec.dst_gap}")
+        return
+    unbounded = spec if spec.end_at is None and spec.max_fires is None else replace(spec, end_at=None, max_fires=None)
+    if next_fire(unbounded, now) is None:
+        start = max(now, spec.start_at) if spec.start_at is not None else now
+        raise SpecError("expression", f"no fire in the next {SEARCH_HORIZON_YEARS} years after "
+                                      f"{start.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%SZ}: its days end, or "
+                                      f"every wall time of them falls in a DST gap (dst_gap={spec.dst_gap})")

@@ -49,37 +49,39 @@ def year_of(seconds: int) -> int:
     return (EPOCH + timedelta(seconds=seconds)).year
 
 
-@lru_cache(maxsize=8192)
+# Room for every DST zone's tables over a search horizon (timing/horizon.py) and more: a tenant walking
+# never-firing specs through zone after zone then costs each table once, never a rebuild.
+@lru_cache(maxsize=32768)
 def _year_table(name: str, year: int) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """(offset in force at the start of `year`, transition instants in the year, offsets after each)."""
+    """(offset in force at the start of `year`, transition instants in the year, offsets after each).
+
+    The year is sampled on a fixed grid in one pass (a comprehension: this is what a walk over a
+    search horizon of never-firing days pays per year, so it is kept to one zoneinfo call per
+    sample) and every interval whose ends differ is bisected to the second, as often as it holds
+    changes."""
     zone = load_zone(name)
-
-    def offset(t: int) -> int:
-        return int(datetime.fromtimestamp(t, zone).utcoffset().total_seconds())
-
+    at = datetime.fromtimestamp
     start, end = year_start(year), year_start(year + 1)
-    current = offset(start - 1)
-    first = current
+    grid = [*range(start - 1, end - 1, _SAMPLE_STEP), end - 1]
+    samples = [at(t, zone).utcoffset() for t in grid]
+    current = samples[0]
     times: list[int] = []
     offsets: list[int] = []
-    t = start - 1
-    while t < end - 1:
-        probe = min(t + _SAMPLE_STEP, end - 1)
-        if offset(probe) == current:
-            t = probe
-            continue
-        lo, hi = t, probe
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if offset(mid) == current:
-                lo = mid
-            else:
-                hi = mid
-        current = offset(hi)
-        times.append(hi)
-        offsets.append(current)
-        t = hi
-    return first, tuple(times), tuple(offsets)
+    for i in range(1, len(grid)):
+        lo = grid[i - 1]
+        while samples[i] != current:
+            hi = grid[i]
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if at(mid, zone).utcoffset() == current:
+                    lo = mid
+                else:
+                    hi = mid
+            current = at(hi, zone).utcoffset()
+            times.append(hi)
+            offsets.append(int(current.total_seconds()))
+            lo = hi
+    return int(samples[0].total_seconds()), tuple(times), tuple(offsets)
 
 
 class ZoneRules:

@@ -8,6 +8,7 @@ import pytest
 from confluent_kafka import Producer
 
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+from pathological_specs import NEVER_FIRING
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
@@ -140,7 +141,8 @@ def test_the_engine_rejects_bad_specs_from_producers_that_skip_local_validation(
     _, client, _, _ = env
     commands = TOPOLOGY.topic_name("commands", unique_prefix)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, **PRODUCER_PARTITIONER_CONF})
-    cases = {"zone": make_spec("cron", "0 * * * *", "Mars/Base"), "cron": make_spec("cron", "61 * * * *")}
+    cases = {"zone": make_spec("cron", "0 * * * *", "Mars/Base"), "cron": make_spec("cron", "61 * * * *"),
+             **{f"never-{kind}": spec for kind, spec in NEVER_FIRING.items()}}
     for name, spec in cases.items():
         command = {"command_id": f"raw-{name}", "type": "CREATE", "schedule_id": f"raw-{name}", "tenant": TENANT,
                    "idempotency_key": None, "expected_version": None, "spec": spec, "occurrence_id": None,
@@ -149,12 +151,15 @@ def test_the_engine_rejects_bad_specs_from_producers_that_skip_local_validation(
     producer.flush(10)
     reader = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("command-results", unique_prefix)], "CommandResult")
     try:
-        found = reader.until(lambda got: {"raw-zone", "raw-cron"} <= {r.record["command_id"] for r in got}, 20)
+        found = reader.until(lambda got: {f"raw-{name}" for name in cases} <= {r.record["command_id"] for r in got}, 20)
     finally:
         reader.close()
     results = {r.record["command_id"]: r.record for r in found}
     assert results["raw-zone"]["reason"] == "UNKNOWN_ZONE" and "time_zone" in results["raw-zone"]["message"]
     assert results["raw-cron"]["reason"] == "INVALID_SPEC" and "expression" in results["raw-cron"]["message"]
+    for kind in NEVER_FIRING:  # every fire in a DST gap: refused, not walked to year 9998
+        result = results[f"raw-never-{kind}"]
+        assert result["reason"] == "INVALID_SPEC" and result["message"].startswith("expression: no fire"), result
 
 
 def test_create_repeated_with_the_same_idempotency_key_creates_nothing_new(env, kafka_bootstrap, unique_prefix):

@@ -1,3 +1,9 @@
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from pathological_specs import NEVER_FIRING, NOW_MS, never_fires, spring_forward_specs
 from scheduler.control.client import make_spec
 from scheduler.engine.commands import admitted, decide
 
@@ -110,3 +116,27 @@ def test_a_completed_schedule_can_only_be_canceled():
     assert decide(command("UPDATE", spec=make_spec("cron", "0 * * * *")), done, NOW).result["reason"] == "INVALID_STATE"
     canceled = decide(command("CANCEL"), done, NOW)
     assert canceled.state["state"] == "CANCELED" and not canceled.release
+
+
+@pytest.mark.parametrize("kind", sorted(NEVER_FIRING))
+def test_a_raw_create_or_update_with_a_never_firing_spec_is_rejected_within_a_second(kind):
+    started = time.monotonic()
+    decision = decide(command("CREATE", spec=NEVER_FIRING[kind]), None, NOW)
+    update = decide(command("UPDATE", spec=NEVER_FIRING[kind]), created(), NOW)
+    assert time.monotonic() - started < 1.0
+    for result in (decision.result, update.result):
+        assert result["status"] == "REJECTED" and result["reason"] == "INVALID_SPEC"
+        assert result["message"].startswith("expression: no fire")
+    assert decision.state is None and not decision.reserve and update.state is None
+
+
+@given(spec=spring_forward_specs())
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_fuzz_a_raw_create_is_rejected_exactly_when_its_spec_never_fires(spec):
+    started = time.monotonic()
+    decision = decide(command("CREATE", spec=spec), None, NOW_MS)
+    assert time.monotonic() - started < 1.0
+    if never_fires(spec):
+        assert decision.result["reason"] == "INVALID_SPEC" and "no fire" in decision.result["message"], spec
+    else:
+        assert decision.result is None and decision.reserve, (spec, decision.result)
