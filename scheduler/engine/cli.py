@@ -1,8 +1,6 @@
 """`scheduler run`: one scheduler process in the foreground.
 
-Exit status: 0 stopped by SIGTERM/SIGINT (turn committed, group left); 2 bad setup found before joining
-(an instance id that cannot name a directory, a replication factor the cluster cannot hold); 3 another
-process holds this instance's state dir; 1 anything unexpected (with its traceback)."""
+The exit statuses are in `EXIT_STATUS` (docs/operations.md)."""
 from __future__ import annotations
 
 import argparse
@@ -20,10 +18,15 @@ if TYPE_CHECKING:
     from scheduler.engine.config import EngineConfig
 
 EXIT_STATE_IN_USE = 3
+EXIT_STATUS = ("Exit status: 0 stopped by SIGTERM/SIGINT (turn committed, group left); 2 a setup it cannot run "
+               "with (an instance id that cannot name a directory, a replication factor the cluster cannot hold "
+               "for a topic it must create); 3 another process holds this instance's state dir; 1 anything "
+               "unexpected (with its traceback).")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser("run", help="run one scheduler process (joins the consumer group)")
+    run = subparsers.add_parser("run", help="run one scheduler process (joins the consumer group)",
+                                description=EXIT_STATUS)
     run.add_argument("--instance-id", default=socket.gethostname(),
                      help="unique and stable per process (default: the host name): it names the transactional id, "
                           "so a restart fences its zombie, and the state dir <state-dir>/<prefix>/<instance-id>, so "
