@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from scheduler.api.keys import Principal, _digest, check_key, new_key
 from scheduler.control.client import NotFound, Unavailable
 from scheduler.wire.codec import Codec
-from scheduler.kafka.clients import client_settings, connection, delivered_or_why
+from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.control.tenants import validate_tenant_name
 from scheduler.wire.topology import Topology
 from scheduler.kafka.views import ApiKeyView
@@ -32,7 +32,7 @@ class SharedKeyStore:
         self.topic = Topology.load().topic_name("api-keys", prefix)
         self.timeout_s = timeout_s
         self.view = ApiKeyView(bootstrap, prefix, self.codec, client_config)
-        self.producer = Producer(client_settings(connection(bootstrap, client_config), {"enable.idempotence": True}))
+        self.producer = Producer(client_settings(connection(bootstrap, client_config), DURABLE_PRODUCER))
 
     def close(self) -> None:
         self.producer.flush(10)

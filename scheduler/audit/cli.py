@@ -10,9 +10,11 @@ import os
 from collections.abc import Callable
 
 import psycopg
+from confluent_kafka import KafkaException
 
 from scheduler.audit import tables
-from scheduler.audit.connectors import ConnectorError, Database, ensure_connectors, render, wait_running
+from scheduler.audit.connectors import ConnectorError, Database, dead_letter_topic, ensure_connectors, render
+from scheduler.audit.connectors import wait_running
 from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
 from scheduler.cli_support import EXIT_BAD_INPUT, add_data_dir, external_instead, fail, print_ensure_rows
 from scheduler.cli_support import print_status, say
@@ -21,7 +23,9 @@ from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import LocalConnect
 from scheduler.connect.local import default_data_dir as default_connect_dir
 from scheduler.connect.rest import ConnectRest, ConnectRestError
-from scheduler.wire.topology import Topology
+from scheduler.kafka.admin import TopicEnsureError, ensure_rendered_topics
+from scheduler.kafka.replication import REPLICATION_ENV
+from scheduler.wire.topology import RenderedTopic, Topology
 
 EXIT_DIFFERS = 1
 EXIT_ERROR = EXIT_BAD_INPUT
@@ -38,8 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "drifted, 2 error.")
     ensure.add_argument("--prefix", help="topic prefix (default: $SCHEDULER_TOPIC_PREFIX or 'sched')")
     ensure.add_argument("--check", action="store_true", help="only report connectors that are missing or drifted")
-    ensure.add_argument("--replication-factor", type=int, default=1,
-                        help="of the dead-letter topic Connect creates (1 locally, 3 in production)")
+    ensure.add_argument("--replication-factor", type=int, default=None,
+                        help=f"of the reject topic (<prefix>.audit-rejects), created here before its connectors "
+                             f"(default: ${REPLICATION_ENV}, else min(3, brokers in the cluster))")
     ensure.add_argument("--wait", type=float, default=60.0,
                         help="seconds to wait for every connector task to run (0: do not wait)")
     ensure.set_defaults(handler=run_ensure)
@@ -79,19 +84,26 @@ def connect_url() -> str:
 
 
 def run_ensure(args: argparse.Namespace) -> int:
-    prefix = args.prefix or Settings.from_env().topic_prefix
+    settings = Settings.from_env()
+    prefix = args.prefix or settings.topic_prefix
     try:
         url, rest = database_url(), ConnectRest(connect_url())
         with psycopg.connect(url) as conn:
             report = tables.ensure_tables(conn, prefix)
-        configs = render(prefix, Database.from_url(url), Topology.load(), args.replication_factor)
+        # Created here, not by Connect, which would leave min.insync.replicas at the broker's default.
+        rejects = ensure_rendered_topics(settings.bootstrap_servers,
+                                         [RenderedTopic("audit-rejects", dead_letter_topic(prefix), 1, {})],
+                                         args.replication_factor)
+        configs = render(prefix, Database.from_url(url), Topology.load(), rejects.replication_factor)
         connectors = ensure_connectors(rest, configs, check_only=args.check)
         if args.wait > 0 and not args.check:
             wait_running(rest, list(configs), args.wait)
-    except (PostgresError, ConnectorError, ConnectRestError, psycopg.Error, ValueError, OSError) as error:
+    except (PostgresError, ConnectorError, ConnectRestError, psycopg.Error, ValueError, OSError, TopicEnsureError,
+            KafkaException) as error:
         say(f"scheduler audit ensure: {error}")
         return EXIT_ERROR
     print_ensure_rows(report.created, report.ok, report.differences, "table ")
+    print_ensure_rows(rejects.created, rejects.ok, rejects.differences, "topic ")
     for name in connectors.created:
         print(f"{'MISSING ' if args.check else 'created '} connector {name}")
     for name in connectors.ok:
@@ -102,8 +114,8 @@ def run_ensure(args: argparse.Namespace) -> int:
           f"connectors: {len(connectors.created)} {'missing' if args.check else 'created'}, {len(connectors.ok)} ok, "
           f"{len(connectors.drifted)} {'drifted' if args.check else 'updated'} "
           f"(prefix {prefix!r}, schema {tables.schema_name(prefix)!r}, connect {rest.url})")
-    if report.differences:
-        say("Tables that differ were left unchanged; fix them by hand (docs/audit.md).")
+    if report.differences or rejects.differences:
+        say("Tables or topics that differ were left unchanged; fix them by hand (docs/audit.md).")
         return EXIT_DIFFERS
     if args.check and (connectors.created or connectors.drifted):
         return EXIT_DIFFERS

@@ -64,6 +64,8 @@ def topic_regex(topology: Topology, key: str, prefix: str) -> str:
 
 
 def render(prefix: str, database: Database, topology: Topology, replication_factor: int = 1) -> dict[str, dict[str, str]]:
+    """The connectors' configs. `replication_factor` is the reject topic's, should Connect create it: `audit ensure`
+    creates that topic first, with the decided replication and min.insync.replicas, and passes its factor."""
     common = _template("_common")
     configs: dict[str, dict[str, str]] = {}
     for table in TABLES:

@@ -10,12 +10,16 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from scheduler import config
 from scheduler.broker.jvm_process import LOG4J, LocalJvm, LocalProcessError, java_executable, read_properties
 from scheduler.broker.ports import HOST, accepts_connections, check_port_free
 from scheduler.connect import artifacts
 from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.dev.maven_cache import MavenError
+from scheduler.kafka.admin import cluster_replication
+from scheduler.kafka.replication import Replication, ReplicationError
 
 DEFAULT_PORT = 8083
 # Bounded heap: the machine is shared; one worker with a few sink tasks needs little.
@@ -41,16 +45,18 @@ def internal_topics(prefix: str) -> dict[str, str]:
     }
 
 
-def worker_settings(bootstrap: str, prefix: str, port: int, plugin_path: list[Path],
+def worker_settings(bootstrap: str, prefix: str, port: int, plugin_path: list[Path], replication: Replication,
                     host: str = HOST) -> dict[str, str]:
-    """The worker's properties; `host` is where the REST API listens and what it advertises."""
+    """The worker's properties; `host` is where the REST API listens and what it advertises. Its internal
+    topics (created by the worker when missing) get the project's replication and min.insync.replicas
+    (`<topic kind>.storage.<topic config>`, Connect's internal topic settings), not the broker's defaults."""
     return {
         "bootstrap.servers": bootstrap,
         "group.id": f"{prefix}.connect",
         **internal_topics(prefix),
-        "config.storage.replication.factor": "-1",
-        "offset.storage.replication.factor": "-1",
-        "status.storage.replication.factor": "-1",
+        **{f"{kind}.storage.{key}": value for kind in ("config", "offset", "status")
+           for key, value in (("replication.factor", str(replication.factor)),
+                              ("min.insync.replicas", str(replication.min_insync)))},
         "offset.storage.partitions": "3",
         "status.storage.partitions": "1",
         "key.converter": "org.apache.kafka.connect.converters.ByteArrayConverter",
@@ -119,12 +125,16 @@ class LocalConnect(LocalJvm):
         check_port_free(self.port, "--port", ConnectError)
         java = java_executable(ConnectError)
         try:
+            replication = cluster_replication(self.bootstrap)
+        except (ReplicationError, KafkaException) as error:
+            raise ConnectError(f"cannot decide the replication of the worker's topics: {error}") from error
+        try:
             libs = artifacts.ensure_worker_jars()
             plugins = artifacts.ensure_plugins()
         except MavenError as error:
             raise ConnectError(str(error)) from error
         self._write_properties((resources.files(__package__) / LOG4J).read_bytes(),
-                               worker_settings(self.bootstrap, self.prefix, self.port, plugins))
+                               worker_settings(self.bootstrap, self.prefix, self.port, plugins, replication))
         self._launch(java, libs)
         rest = ConnectRest(self.url)
         self._wait_ready("Connect worker", timeout, lambda: accepts_connections(self.port) and worker_ready(rest), 0.3)

@@ -23,7 +23,7 @@ from scheduler.wire.codec import Codec
 from scheduler.control.errors import (CommandTimeout, Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable,
                                       ValidationError, VersionConflict, error_for)
 from scheduler.wire.limits import PREVIEW_COUNT
-from scheduler.kafka.clients import client_settings, connection
+from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.control.specs import (SPEC_DEFAULTS, dry_run_diff, make_spec, preview, validate_backfill, validate_spec,
                                      with_anchor)
@@ -61,7 +61,7 @@ class SchedulerClient(ClientViews):
         topology = Topology.load()
         self.commands_topic = topology.topic_name("commands", self.prefix)
         self.results_topic = topology.topic_name("command-results", self.prefix)
-        self.producer = Producer(client_settings(common, {"enable.idempotence": True, "linger.ms": self.linger_ms,
+        self.producer = Producer(client_settings(common, {**DURABLE_PRODUCER, "linger.ms": self.linger_ms,
                                                           **PRODUCER_PARTITIONER_CONF}))
         self.consumer = Consumer(client_settings(common, {"group.id": f"client-{uuid.uuid4()}",
                                                           "enable.auto.commit": False,

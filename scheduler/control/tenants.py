@@ -16,11 +16,12 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from scheduler.kafka.admin import ensure_tenant_topics
+from scheduler.kafka.admin import TopicEnsureError, ensure_tenant_topics
 from scheduler.control.errors import Conflict, NotFound, Unavailable, ValidationError
 from scheduler.wire import vocabulary
 from scheduler.wire.codec import Codec
-from scheduler.kafka.clients import delivered_or_why
+from scheduler.kafka.clients import DURABLE_PRODUCER, delivered_or_why
+from scheduler.kafka.replication import ReplicationError
 from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.kafka.views import ScheduleView, TenantView
 
@@ -76,7 +77,7 @@ class TenantRegistry:
         self.topology = Topology.load()
         self.topic = self.topology.topic_name("tenants", self.prefix)
         self.view = TenantView(self.bootstrap_servers, self.prefix, self.codec)
-        self.producer = Producer({"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True})
+        self.producer = Producer({"bootstrap.servers": self.bootstrap_servers, **DURABLE_PRODUCER})
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -107,7 +108,10 @@ class TenantRegistry:
         checked = validate_quotas(quotas)
         if self._fresh_view().get(name) is not None:
             raise Conflict("ALREADY_EXISTS", f"tenant {name!r} is already registered")
-        ensure_tenant_topics(self.bootstrap_servers, self.topology, self.prefix, name)
+        try:
+            ensure_tenant_topics(self.bootstrap_servers, self.topology, self.prefix, name)
+        except (ReplicationError, TopicEnsureError) as exc:  # a factor the cluster cannot hold: nothing registered
+            raise Unavailable("UNAVAILABLE", str(exc)) from exc
         record = {"tenant": name, **QUOTA_DEFAULTS, **checked, "created_at_ms": int(time.time() * 1000)}
         self._write(name, record)
         return record

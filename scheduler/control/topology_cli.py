@@ -9,6 +9,7 @@ from confluent_kafka import KafkaException
 from scheduler.cli_support import print_ensure_rows
 from scheduler.config import Settings
 from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
+from scheduler.kafka.replication import REPLICATION_ENV
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
@@ -30,8 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ensure.add_argument(
         "--replication-factor",
         type=int,
-        default=1,
-        help="replicas per partition: 1 for the local single-node broker, 3 in production",
+        default=None,
+        help=f"replicas per partition of the topics created, and the least existing ones must have "
+             f"(default: ${REPLICATION_ENV}, else min(3, brokers in the cluster))",
     )
     ensure.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the cluster"
@@ -66,7 +68,7 @@ def run_ensure(args: argparse.Namespace) -> int:
             replication_factor=args.replication_factor,
             timeout=args.timeout,
         )
-    except (ValueError, TopicEnsureError, OSError) as exc:  # bad names or layout, refused creation
+    except (ValueError, TopicEnsureError, OSError) as exc:  # bad names, layout or factor, refused creation
         print(f"scheduler topics ensure: {exc}", file=sys.stderr)
         return EXIT_ERROR
     except KafkaException as exc:
@@ -105,7 +107,8 @@ def describe(topology: Topology, prefix: str, tenants: list[str]) -> str:
         f"schedule_partitions {topology.schedule_partitions} "
         f"(co-partitioned topics; producers set {partitioner})",
         f"priorities {', '.join(topology.priorities)}",
-        "min.insync.replicas follows --replication-factor (1 -> 1, 3 -> 2)",
+        f"replication: --replication-factor, else ${REPLICATION_ENV}, else min(3, brokers); "
+        "min.insync.replicas follows it (1 -> 1, 2 -> 1, 3 or more -> 2)",
         "",
         "topics:",
     ]

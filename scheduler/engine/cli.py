@@ -1,4 +1,6 @@
-"""`scheduler run`: one scheduler process in the foreground."""
+"""`scheduler run`: one scheduler process in the foreground.
+
+The exit statuses are in `EXIT_STATUS` (docs/operations.md)."""
 from __future__ import annotations
 
 import argparse
@@ -7,15 +9,30 @@ import signal
 import socket
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
+from scheduler.cli_support import EXIT_BAD_INPUT, say
 from scheduler.config import Settings
+
+if TYPE_CHECKING:
+    from scheduler.engine.config import EngineConfig
+
+EXIT_STATE_IN_USE = 3
+EXIT_STATUS = ("Exit status: 0 stopped by SIGTERM/SIGINT (turn committed, group left); 2 a setup it cannot run "
+               "with (an instance id that cannot name a directory, a replication factor the cluster cannot hold "
+               "for a topic it must create); 3 another process holds this instance's state dir; 1 anything "
+               "unexpected (with its traceback).")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    run = subparsers.add_parser("run", help="run one scheduler process (joins the consumer group)")
+    run = subparsers.add_parser("run", help="run one scheduler process (joins the consumer group)",
+                                description=EXIT_STATUS)
     run.add_argument("--instance-id", default=socket.gethostname(),
-                     help="stable per process: it names the transactional id, so a restart fences its zombie")
-    run.add_argument("--state-dir", type=Path, help="local RocksDB state (default: $SCHEDULER_STATE_DIR)")
+                     help="unique and stable per process (default: the host name): it names the transactional id, "
+                          "so a restart fences its zombie, and the state dir <state-dir>/<prefix>/<instance-id>, so "
+                          "a restart under the same id reuses its stores instead of restoring them from the changelogs")
+    run.add_argument("--state-dir", type=Path, help="local RocksDB state (default: $SCHEDULER_STATE_DIR); one "
+                                                    "process per instance id in it, enforced by a lock")
     run.add_argument("--horizon", type=float, default=120.0, help="seconds of occurrences kept materialized")
     run.add_argument("--trigger-rate", type=float, default=1_000_000.0,
                      help="default per-tenant dispatch rate limit (occurrences/s)")
@@ -65,7 +82,6 @@ def _count(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from scheduler.engine.config import EngineConfig
-    from scheduler.engine.runtime import SchedulerProcess
     from scheduler.worker.cli import read_client_config
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -93,6 +109,29 @@ def _run(args: argparse.Namespace) -> int:
         standbys=args.standbys,
         client_config=read_client_config(args.client_config) if args.client_config else {},
     )
+    from scheduler.engine.state_dir import StateDirInUse, StateDirLock
+    from scheduler.kafka.replication import ReplicationError
+
+    try:
+        directory = config.instance_dir
+    except ValueError as exc:  # an instance id no directory can have
+        say(f"scheduler run: {exc}")
+        return EXIT_BAD_INPUT
+    try:
+        with StateDirLock(directory):
+            return _serve(args, config)
+    except StateDirInUse as exc:
+        say(f"scheduler run: {exc}")
+        return EXIT_STATE_IN_USE
+    except ReplicationError as exc:  # SCHEDULER_REPLICATION_FACTOR above the brokers, and topics to create
+        say(f"scheduler run: {exc}")
+        return EXIT_BAD_INPUT
+
+
+def _serve(args: argparse.Namespace, config: EngineConfig) -> int:
+    """The process, from its metrics endpoint to the end of its last turn, while it holds its state dir."""
+    from scheduler.engine.runtime import SchedulerProcess
+
     process = SchedulerProcess(config)
     if args.metrics_port:
         from scheduler.engine.metrics import serve

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scheduler.engine.state_dir import instance_dir
 from scheduler.engine.task import TaskTopics
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
@@ -68,6 +69,11 @@ class EngineConfig:
     # Warm copies of each partition kept by other processes (Kafka Streams' num.standby.replicas), placed by
     # scheduler/engine/standby_placement.py; a lone process owns everything and keeps none. 0: no standbys.
     standbys: int = 1
+
+    @property
+    def instance_dir(self) -> Path:
+        """This process's stores, `<state_dir>/<prefix>/<instance_id>` (scheduler/engine/state_dir.py)."""
+        return instance_dir(self.state_dir, self.prefix, self.instance_id)
 
 
 def task_topics(topology: Topology, prefix: str) -> TaskTopics:

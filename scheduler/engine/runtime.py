@@ -75,7 +75,7 @@ class SchedulerProcess:
         self.producer: TransactionalProducer | None = None  # the turns' producer, made when the process runs
         self.stages = StageRunner(config, self._producer_conf, self.tasks, self.trigger_limits, self.metrics, clock,
                                   (self.topology.topics["occurrences"].partitions, self.topology.schedule_partitions))
-        self.standbys = Standbys(config.state_dir / prefix, common, self.topics.changelogs, group, self.topics.commands,
+        self.standbys = Standbys(config.instance_dir, common, self.topics.changelogs, group, self.topics.commands,
                                  self.topology.schedule_partitions, self.codec, config.standbys,
                                  lambda: self.assignment.member_id, self.metrics)
         inputs = [self.topics.commands, self.topics.attempts, self.topics.admissions, self.topics.admission_results]
@@ -128,7 +128,7 @@ class SchedulerProcess:
                 self.producer.raw.flush(5)
 
     def _open_store(self, partition: int) -> PartitionStore:
-        return PartitionStore(self.config.state_dir / self.config.prefix / f"p{partition}")
+        return PartitionStore(self.config.instance_dir / f"p{partition}")
 
     def _make_task(self, partition: int, store: PartitionStore) -> SchedulerTask:
         return SchedulerTask(partition, store, self.topics, self.codec, self.tenants.policy(), self.config.horizon_ms,

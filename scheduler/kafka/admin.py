@@ -2,7 +2,9 @@
 
 A topic that exists but differs from the layout is reported and never altered:
 changing partition counts or cleanup policies under a running scheduler can lose
-state, so an operator decides.
+state, so an operator decides. Every topic is created with the replication that
+`scheduler.kafka.replication` decides from the cluster's metadata, and is checked
+against it: a topic below the wanted factor differs, one above it is fine.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from scheduler.kafka.replication import Replication, min_insync_replicas, replication, wanted_factor
 from scheduler.wire.topology import RenderedTopic, Topology
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -46,6 +49,7 @@ class EnsureReport:
     created: tuple[str, ...]
     ok: tuple[str, ...]
     differences: tuple[Difference, ...]
+    replication_factor: int  # what topics were created with and checked against
 
     @property
     def differing(self) -> tuple[str, ...]:
@@ -56,14 +60,9 @@ class EnsureReport:
         return not self.differences
 
 
-def minimum_in_sync_replicas(replication_factor: int) -> int:
-    """One replica may be down without refusing acks=all writes (factor 3 -> 2, factor 1 -> 1)."""
-    return max(1, replication_factor - 1)
-
-
 def expected_config(topic: RenderedTopic, replication_factor: int) -> dict[str, str]:
     """The layout's configs plus the durability setting that follows from the replication factor."""
-    return {**topic.config, "min.insync.replicas": str(minimum_in_sync_replicas(replication_factor))}
+    return {**topic.config, "min.insync.replicas": str(min_insync_replicas(replication_factor))}
 
 
 def admin_client(admin_conf_or_bootstrap: str | Mapping[str, str]) -> AdminClient:
@@ -81,12 +80,13 @@ def ensure_topics(
     topology: Topology,
     prefix: str,
     tenants: Iterable[str] = (),
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> EnsureReport:
-    """Create missing shared topics (and those of `tenants`); report existing ones that differ."""
+    """Create missing shared topics (and those of `tenants`); report existing ones that differ.
+    `replication_factor` None: the environment's or the cluster's default (scheduler.kafka.replication)."""
     topics = topology.rendered_topics(prefix, tenants)
-    return _ensure(admin_client(admin_conf_or_bootstrap), topics, replication_factor, timeout)
+    return ensure_rendered_topics(admin_conf_or_bootstrap, topics, replication_factor, timeout)
 
 
 def ensure_tenant_topics(
@@ -94,7 +94,7 @@ def ensure_tenant_topics(
     topology: Topology,
     prefix: str,
     tenant: str,
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> EnsureReport:
     """Create or check one tenant's topics, e.g. when a tenant is registered."""
@@ -106,12 +106,29 @@ def ensure_tenants_topics(
     topology: Topology,
     prefix: str,
     tenants: Iterable[str],
-    replication_factor: int = 1,
+    replication_factor: int | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> EnsureReport:
     """Several tenants' topics in one admin round trip (a burst of new tenants does not pay one each)."""
     topics = [topic for tenant in tenants for topic in topology.tenant_topics(prefix, tenant)]
-    return _ensure(admin_client(bootstrap), topics, replication_factor, timeout)
+    return ensure_rendered_topics(bootstrap, topics, replication_factor, timeout)
+
+
+def ensure_rendered_topics(
+    admin_conf_or_bootstrap: str | Mapping[str, str],
+    topics: Sequence[RenderedTopic],
+    replication_factor: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> EnsureReport:
+    """Create or check `topics`, also those outside the layout (the ledger's reject topic)."""
+    return _ensure(admin_client(admin_conf_or_bootstrap), topics, replication_factor, timeout)
+
+
+def cluster_replication(admin_conf_or_bootstrap: str | Mapping[str, str], replication_factor: int | None = None,
+                        timeout: float = DEFAULT_TIMEOUT_S) -> Replication:
+    """The replication topics created now get, for creators that are not this module (the Connect worker)."""
+    brokers = len(admin_client(admin_conf_or_bootstrap).list_topics(timeout=timeout).brokers)
+    return replication(brokers, replication_factor)
 
 
 def delete_prefixed_topics(admin_conf_or_bootstrap: str | Mapping[str, str], prefix: str,
@@ -129,20 +146,22 @@ def delete_prefixed_topics(admin_conf_or_bootstrap: str | Mapping[str, str], pre
 
 
 def _ensure(
-    admin: AdminClient, topics: Sequence[RenderedTopic], replication_factor: int, timeout: float
+    admin: AdminClient, topics: Sequence[RenderedTopic], configured: int | None, timeout: float
 ) -> EnsureReport:
-    if replication_factor < 1:
-        raise ValueError(f"replication factor must be at least 1, got {replication_factor}")
+    """Topics that exist are only compared with the wanted factor, so a broker down does not stop a process
+    whose topics are all there; only creating refuses a factor above the live brokers."""
     metadata = admin.list_topics(timeout=timeout)
+    brokers = len(metadata.brokers)
+    factor = wanted_factor(brokers, configured)
     missing = [t for t in topics if not _visible(metadata, t.name)]
-    created = _create(admin, missing, replication_factor, timeout)
+    created = _create(admin, missing, replication(brokers, configured), timeout) if missing else []
     if missing:
         metadata = _await_metadata(admin, [t.name for t in topics], timeout)
     to_check = [t for t in topics if t.name not in created]
-    differences = _compare(admin, metadata, to_check, replication_factor, timeout)
+    differences = _compare(admin, metadata, to_check, factor, timeout)
     differing = {d.topic for d in differences}
     ok = tuple(t.name for t in to_check if t.name not in differing)
-    return EnsureReport(tuple(created), ok, tuple(differences))
+    return EnsureReport(tuple(created), ok, tuple(differences), factor)
 
 
 def _visible(metadata: ClusterMetadata, name: str) -> bool:
@@ -163,18 +182,14 @@ def _await_metadata(admin: AdminClient, names: Sequence[str], timeout: float) ->
         time.sleep(0.1)
 
 
-def _create(
-    admin: AdminClient, topics: Sequence[RenderedTopic], replication_factor: int, timeout: float
-) -> list[str]:
+def _create(admin: AdminClient, topics: Sequence[RenderedTopic], chosen: Replication, timeout: float) -> list[str]:
     """Create `topics`; one that appeared meanwhile (another ensure racing us) is left to the check."""
-    if not topics:
-        return []
     new_topics = [
         NewTopic(
             t.name,
             num_partitions=t.partitions,
-            replication_factor=replication_factor,
-            config=expected_config(t, replication_factor),
+            replication_factor=chosen.factor,
+            config=expected_config(t, chosen.factor),
         )
         for t in topics
     ]
@@ -212,12 +227,13 @@ def _compare(
                 Difference(topic.name, "partitions", str(topic.partitions), str(actual_partitions))
             )
         actual_rf = min(len(p.replicas) for p in md.partitions.values())
-        if actual_rf != replication_factor:
+        if actual_rf < replication_factor:
             differences.append(
                 Difference(topic.name, "replication.factor", str(replication_factor), str(actual_rf))
             )
         entries = futures[resources[topic.name]].result()
-        for key, expected in expected_config(topic, replication_factor).items():
+        # A topic above the wanted factor is fine; its min.insync.replicas follows its own factor.
+        for key, expected in expected_config(topic, max(actual_rf, replication_factor)).items():
             entry = entries.get(key)
             actual = entry.value if entry is not None and entry.value is not None else ""
             if _normalise(key, actual) != _normalise(key, expected):

@@ -13,6 +13,11 @@ from typing import Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+# Every producer of the project: a record is acknowledged once all in-sync replicas hold it (at least the topic's
+# min.insync.replicas, scheduler.kafka.replication), and retries neither duplicate nor reorder it. Transactional
+# producers imply both; they are spelled out so no producer's durability rests on a library default.
+DURABLE_PRODUCER = {"acks": "all", "enable.idempotence": True}
+
 SCRAM_MECHANISM = "SCRAM-SHA-512"  # the SASL mechanism of the brokers we start and the clients we make
 
 AUTHORIZATION_FAILURES = frozenset({

@@ -13,7 +13,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from scheduler.kafka.clients import UNWRITTEN_TOPIC, settled
+from scheduler.kafka.clients import DURABLE_PRODUCER, UNWRITTEN_TOPIC, settled
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class TransactionalProducer:
     """A transactional id and the producer currently holding it."""
 
     def __init__(self, conf: Mapping[str, Any], init_timeout_s: float = 30.0, settle: bool = False) -> None:
-        self.conf = dict(conf)
+        self.conf = {**conf, **DURABLE_PRODUCER}
         self.transactional_id: str = self.conf["transactional.id"]
         self.init_timeout_s = init_timeout_s
         self.settle = settle  # connect before the init: for producers made on a takeover's path

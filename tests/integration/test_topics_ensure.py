@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
 
 from scheduler.control import topology_cli
 from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
+from scheduler.kafka.replication import REPLICATION_ENV
 from scheduler.wire.topology import Topology
 
 pytestmark = pytest.mark.integration
@@ -154,6 +155,47 @@ def test_a_replication_factor_the_cluster_cannot_hold_fails_clearly(
     )
     assert code == topology_cli.EXIT_ERROR
     assert "cannot create topic" in capsys.readouterr().err
+
+
+def test_the_environment_sets_the_factor_and_one_above_the_brokers_is_refused_before_any_topic(
+    kafka_bootstrap: str, unique_prefix: str, admin: AdminClient, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    brokers = len(admin.list_topics(timeout=10).brokers)
+    monkeypatch.setenv(REPLICATION_ENV, str(brokers + 1))
+    code = run_cli(["topics", "ensure", "--bootstrap", kafka_bootstrap, "--prefix", unique_prefix])
+    err = capsys.readouterr().err
+    assert code == topology_cli.EXIT_ERROR
+    assert err.startswith(f"scheduler topics ensure: cannot create topics with replication factor {brokers + 1}: "
+                          f"the cluster has {brokers} live broker")
+    assert REPLICATION_ENV in err and "Traceback" not in err
+    assert not [name for name in admin.list_topics(timeout=10).topics if name.startswith(f"{unique_prefix}.")]
+
+
+def test_existing_topics_below_the_factor_differ_and_the_default_follows_the_brokers(
+    kafka_bootstrap: str, unique_prefix: str, topology: Topology, admin: AdminClient,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    brokers = len(admin.list_topics(timeout=10).brokers)
+    default = min(3, brokers)
+    first = ensure_topics(kafka_bootstrap, topology, unique_prefix, tenants=["acme"])
+    assert first.replication_factor == default
+    names = [t.name for t in topology.rendered_topics(unique_prefix, ["acme"])]
+    for name in names:  # min.insync.replicas set on each topic, not left to the broker's default
+        resource = ConfigResource(ResourceType.TOPIC, name)
+        entry = admin.describe_configs([resource], request_timeout=10)[resource].result()["min.insync.replicas"]
+        assert (entry.value, entry.is_default) == (str(max(1, min(2, default - 1))), False), name
+    capsys.readouterr()
+
+    code = run_cli(["topics", "ensure", "--bootstrap", kafka_bootstrap, "--prefix", unique_prefix,
+                    "--tenant", "acme", "--replication-factor", str(default + 1)])
+    out = capsys.readouterr().out
+
+    assert code == topology_cli.EXIT_DIFFERS
+    below = sorted(line for line in out.splitlines() if "replication.factor" in line)
+    assert below == sorted(f"DIFFERS  {name}: replication.factor expected '{default + 1}', actual '{default}'"
+                           for name in names)
+    assert "0 created, 0 ok" in out
 
 
 def test_unreachable_broker_fails_with_the_address(capsys: pytest.CaptureFixture[str]) -> None:
