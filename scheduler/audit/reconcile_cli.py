@@ -11,6 +11,8 @@ import argparse
 import json
 import os
 import sys
+
+import psycopg
 from dateutil import parser as dateparser
 
 from scheduler.audit.report_format import document, summary
@@ -50,8 +52,6 @@ def instant_ms(flag: str, text: str) -> int:
 
 
 def _read(args: argparse.Namespace, prefix: str, from_ms: int, to_ms: int):
-    import psycopg  # the audit extra; imported here so the rest of the CLI works without it
-
     from scheduler.audit.ledger_reader import LedgerError, LedgerReader
 
     url = args.database_url or os.environ.get(DATABASE_ENV)

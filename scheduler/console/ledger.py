@@ -1,15 +1,17 @@
 """Schedule history for the console from the audit ledger (PostgreSQL, the ledger's table contract).
 
 Optional: without AUDIT_DATABASE_URL the console reads versions and occurrences from the views
-(the current version only; the occurrences the status changelog still holds). psycopg is an
-optional dependency (`pip install .[postgres]`); a configured ledger that cannot be reached is
-reported on the page, never a failed page.
+(the current version only; the occurrences the status changelog still holds). A configured ledger that
+cannot be reached is reported on the page, never a failed page.
 """
 from __future__ import annotations
 
 import os
 import re
 from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
 
 Record = dict[str, Any]
 
@@ -58,9 +60,6 @@ class Ledger:
         return cls(url, prefix) if url else None
 
     def _rows(self, sql: str, *params: Any) -> list[Record]:
-        import psycopg
-        from psycopg.rows import dict_row
-
         with psycopg.connect(self.url, connect_timeout=3, row_factory=dict_row) as conn:
             return list(conn.execute(sql.format(schema=self.schema), params).fetchall())  # type: ignore[arg-type]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scheduler.api.keys import create_key, list_keys, revoke_key
-from scheduler.control.cli_common import EXIT_OK, add, common_args, emit, guarded
+from scheduler.control.cli_common import EXIT_OK, add, client_log, common_args, emit, guarded
 from scheduler.control.client import NotFound, ValidationError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def api_serve(args: argparse.Namespace) -> int:
 def _shared_keys(args: argparse.Namespace) -> SharedKeyStore:
     from scheduler.api.shared_keys import SharedKeyStore
 
-    return SharedKeyStore(args.bootstrap, args.prefix, args.timeout)
+    return SharedKeyStore(args.bootstrap, args.prefix, args.timeout, client_log(args))
 
 
 def api_keys_create(args: argparse.Namespace) -> int:

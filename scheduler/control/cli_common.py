@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from scheduler.config import Settings
 from scheduler.control.client import (
     Conflict,
@@ -53,6 +55,13 @@ def common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def client_log(args: argparse.Namespace) -> dict[str, str]:
+    """Client settings for the command's Kafka clients. librdkafka logs every failed connection attempt on
+    stderr (hundreds of lines while a command waits for an unreachable broker), where the command's one error
+    line already says what failed: its own log is shown only with `--verbose`."""
+    return {} if args.verbose else {"log_level": "0"}
+
+
 def tenant_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tenant", required=True)
 
@@ -68,7 +77,7 @@ def result_text(result: Record) -> str:
 
 
 def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Maps errors to exit codes, and prints them as text or JSON."""
+    """Maps errors to exit codes, and prints them as text or JSON: one line, never a traceback."""
     def run(args: argparse.Namespace) -> int:
         try:
             return fn(args)
@@ -77,6 +86,9 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
             return fail(args, exc.reason, exc.message, code)
         except ViewUnavailable as exc:
             return fail(args, "UNAVAILABLE", str(exc), EXIT_UNAVAILABLE)
+        except KafkaException as exc:  # not mapped to a reason by the client (e.g. a view's first metadata)
+            error = exc.args[0]
+            return fail(args, error.name(), f"{error.str()} (Kafka at {args.bootstrap})", EXIT_ERROR)
     return run
 
 
@@ -88,7 +100,7 @@ def fail(args: argparse.Namespace, reason: str, message: str, code: int) -> int:
 
 
 def client_for(args: argparse.Namespace) -> SchedulerClient:
-    return SchedulerClient(args.bootstrap, args.prefix, args.timeout)
+    return SchedulerClient(args.bootstrap, args.prefix, args.timeout, client_config=client_log(args))
 
 
 def command(args: argparse.Namespace, call: Callable[[SchedulerClient], Record]) -> int:
@@ -101,5 +113,6 @@ def add(group: argparse._SubParsersAction, name: str, handler: Callable[[argpars
          help_text: str) -> argparse.ArgumentParser:
     parser = group.add_parser(name, help=help_text, description=help_text)
     common_args(parser)
+    parser.add_argument("--verbose", action="store_true", help="also show the Kafka client's own log (librdkafka)")
     parser.set_defaults(handler=guarded(handler))
     return parser

@@ -14,6 +14,7 @@ from scheduler.control.cli_common import (
     Record,
     add,
     client_for,
+    client_log,
     command,
     emit,
     instant_ms,
@@ -97,7 +98,8 @@ def schedules_import(args: argparse.Namespace) -> int:
         source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
     except OSError as exc:
         raise ValidationError("USAGE", f"cannot read {args.file}: {exc.strerror}") from exc
-    with source, SchedulerClient(args.bootstrap, args.prefix, args.timeout, linger_ms=BULK_LINGER_MS) as client:
+    with source, SchedulerClient(args.bootstrap, args.prefix, args.timeout, linger_ms=BULK_LINGER_MS,
+                                     client_config=client_log(args)) as client:
         summary = import_lines(client, source, args.window)
     emit(args, summary.as_json(), lambda _: summary_text(summary))
     if "TIMEOUT" in summary.rejected:

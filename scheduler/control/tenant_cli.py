@@ -8,7 +8,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding
 
 from scheduler.control.acls import grant_worker
-from scheduler.control.cli_common import Record, add, emit
+from scheduler.control.cli_common import Record, add, client_log, emit
 from scheduler.control.client import SchedulerError, Unavailable, ValidationError
 from scheduler.control.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.kafka.views import ScheduleView
@@ -26,7 +26,7 @@ def _quotas(args: argparse.Namespace) -> Record:
 
 
 def _registry(args: argparse.Namespace) -> TenantRegistry:
-    return TenantRegistry(args.bootstrap, args.prefix, args.timeout)
+    return TenantRegistry(args.bootstrap, args.prefix, args.timeout, client_log(args))
 
 
 def _tenant_text(t: Record) -> str:
@@ -54,7 +54,8 @@ def tenants_set_quota(args: argparse.Namespace) -> int:
 
 
 def tenants_delete(args: argparse.Namespace) -> int:
-    with _registry(args) as registry, ScheduleView(args.bootstrap, args.prefix) as schedules:
+    with (_registry(args) as registry,
+          ScheduleView(args.bootstrap, args.prefix, client_config=client_log(args)) as schedules):
         registry.delete(args.name, schedules, force=args.force)
     return emit(args, {"tenant": args.name, "deleted": True}, lambda d: f"deleted tenant {d['tenant']}")
 
@@ -66,8 +67,8 @@ def tenants_grant_worker(args: argparse.Namespace) -> int:
     if not password:
         raise ValidationError("USAGE", f"${args.password_env} is empty or not set: put the worker's password there")
     try:
-        bindings = grant_worker(args.bootstrap, Topology.load(), args.prefix, args.name, args.user, password,
-                                args.timeout)
+        admin_conf = {"bootstrap.servers": args.bootstrap, **client_log(args)}
+        bindings = grant_worker(admin_conf, Topology.load(), args.prefix, args.name, args.user, password, args.timeout)
     except ValueError as exc:
         raise ValidationError("USAGE", str(exc)) from exc
     except KafkaException as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from scheduler.kafka.admin import TopicEnsureError, ensure_tenant_topics
 from scheduler.control.errors import Conflict, NotFound, Unavailable, ValidationError
 from scheduler.wire import vocabulary
 from scheduler.wire.codec import Codec
-from scheduler.kafka.clients import DURABLE_PRODUCER, delivered_or_why
+from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.kafka.replication import ReplicationError
 from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.kafka.views import ScheduleView, TenantView
@@ -71,13 +72,16 @@ class TenantRegistry:
     bootstrap_servers: str
     prefix: str = "sched"
     timeout_s: float = 30.0
+    # librdkafka settings for every Kafka client of the registry (the CLI's quiet log, credentials).
+    client_config: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         self.codec = Codec.default()
         self.topology = Topology.load()
         self.topic = self.topology.topic_name("tenants", self.prefix)
-        self.view = TenantView(self.bootstrap_servers, self.prefix, self.codec)
-        self.producer = Producer({"bootstrap.servers": self.bootstrap_servers, **DURABLE_PRODUCER})
+        self.connection = connection(self.bootstrap_servers, self.client_config)
+        self.view = TenantView(self.bootstrap_servers, self.prefix, self.codec, self.client_config)
+        self.producer = Producer(client_settings(self.connection, DURABLE_PRODUCER))
 
     def close(self) -> None:
         self.producer.flush(10)
@@ -109,7 +113,7 @@ class TenantRegistry:
         if self._fresh_view().get(name) is not None:
             raise Conflict("ALREADY_EXISTS", f"tenant {name!r} is already registered")
         try:
-            ensure_tenant_topics(self.bootstrap_servers, self.topology, self.prefix, name)
+            ensure_tenant_topics(self.connection, self.topology, self.prefix, name)
         except (ReplicationError, TopicEnsureError) as exc:  # a factor the cluster cannot hold: nothing registered
             raise Unavailable("UNAVAILABLE", str(exc)) from exc
         record = {"tenant": name, **QUOTA_DEFAULTS, **checked, "created_at_ms": int(time.time() * 1000)}

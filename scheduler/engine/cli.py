@@ -68,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "see docs/decisions/0001-stream-runtime.md")
     run.add_argument("--client-config", type=Path, metavar="FILE",
                      help="librdkafka settings (key=value lines) for every client of the process, e.g. "
-                          "security.protocol=SASL_SSL, sasl.* and ssl.ca.location (docs/operations.md)")
+                          "security.protocol=SASL_SSL, sasl.* and ssl.ca.location "
+                          "(docs/control-plane.md, \"Encryption in transit\")")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fastavro import parse_schema
 from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from scheduler.wire.data_files import data_dir
 
 NAMESPACE = "scheduler.v1"
 HISTORY_DIR = "history"
@@ -40,10 +41,7 @@ def schema_dir() -> Path:
     override = os.environ.get(SCHEMA_DIR_ENV)
     if override:
         return Path(override)
-    beside = Path(__file__).resolve().parents[2] / "schemas"
-    if beside.is_dir():
-        return beside
-    return Path(sys.prefix) / "share" / "kafka-job-scheduler" / "schemas"
+    return data_dir("schemas")
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scheduler.wire.data_files import data_dir
+
 TOPOLOGY_ENV = "SCHEDULER_TOPOLOGY_FILE"
-DEFAULT_TOPOLOGY_FILE = Path(__file__).resolve().parents[2] / "topologies" / "scheduler.toml"
 
 # Kafka's own limits (org.apache.kafka.common.internals.Topic): legal characters and length.
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def default_topology_file() -> Path:
+    """`topologies/scheduler.toml`: the repository's beside the package, else the copy a regular install
+    ships under `<prefix>/share/kafka-job-scheduler` (found as `schemas.schema_dir` finds the schemas)."""
+    return data_dir("topologies") / "scheduler.toml"
 
 
 class TopologyError(ValueError):
@@ -99,8 +106,8 @@ class Topology:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> Topology:
-        """Read the layout; `path`, else $SCHEDULER_TOPOLOGY_FILE, else the repository's file."""
-        resolved = Path(path or os.environ.get(TOPOLOGY_ENV) or DEFAULT_TOPOLOGY_FILE)
+        """Read the layout; `path`, else $SCHEDULER_TOPOLOGY_FILE, else `default_topology_file()`."""
+        resolved = Path(path or os.environ.get(TOPOLOGY_ENV) or default_topology_file())
         with resolved.open("rb") as fh:
             data = tomllib.load(fh)
         return cls.from_dict(data, source=resolved)

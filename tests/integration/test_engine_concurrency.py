@@ -16,7 +16,8 @@ QUOTA = 3
 def test_running_occurrences_stay_within_max_concurrency_across_processes(kafka_bootstrap, unique_prefix,
                                                                           tmp_path):
     ensure_layout(kafka_bootstrap, unique_prefix, ["capped", "free"])
-    TenantRegistry(kafka_bootstrap, unique_prefix).register("capped", max_concurrency=QUOTA)
+    with TenantRegistry(kafka_bootstrap, unique_prefix) as tenants:  # its view's thread would outlive the broker
+        tenants.register("capped", max_concurrency=QUOTA)
     ports = {name: free_port() for name in ("a", "b")}
     processes = [SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / f"state-{name}", name,
                                   ("--horizon", "3", "--metrics-port", str(port))).start()

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import threading
 
+import psycopg
 import pytest
 
 from scheduler.worker import ensure_table, once
 
-psycopg = pytest.importorskip("psycopg", reason="psycopg is not installed (pip install -e '.[postgres]')")
 pytestmark = pytest.mark.integration
 
 

@@ -11,11 +11,11 @@ import pytest
 
 from scheduler.control import topology_cli
 from scheduler.wire.topology import (
-    DEFAULT_TOPOLOGY_FILE,
     MAX_TOPIC_NAME_LENGTH,
     InvalidNameError,
     Topology,
     TopologyError,
+    default_topology_file,
 )
 
 SEVEN_DAYS_MS = str(7 * 24 * 3600 * 1000)
@@ -29,7 +29,7 @@ def topology() -> Topology:
 
 @pytest.fixture
 def raw_layout() -> dict[str, Any]:
-    with DEFAULT_TOPOLOGY_FILE.open("rb") as fh:
+    with default_topology_file().open("rb") as fh:
         return tomllib.load(fh)
 
 
@@ -154,7 +154,7 @@ def test_cleanup_and_retention(topology: Topology) -> None:
 
 
 def test_schedule_partitions_drives_every_co_partitioned_topic(tmp_path: Path) -> None:
-    text = DEFAULT_TOPOLOGY_FILE.read_text().replace("schedule_partitions = 8", "schedule_partitions = 12")
+    text = default_topology_file().read_text().replace("schedule_partitions = 8", "schedule_partitions = 12")
     path = tmp_path / "layout.toml"
     path.write_text(text)
     topology = Topology.load(path)
@@ -165,7 +165,7 @@ def test_schedule_partitions_drives_every_co_partitioned_topic(tmp_path: Path) -
 
 def test_load_follows_the_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "other.toml"
-    path.write_text(DEFAULT_TOPOLOGY_FILE.read_text().replace("schedule_partitions = 8", "schedule_partitions = 3"))
+    path.write_text(default_topology_file().read_text().replace("schedule_partitions = 8", "schedule_partitions = 3"))
     monkeypatch.setenv("SCHEDULER_TOPOLOGY_FILE", str(path))
     assert Topology.load().schedule_partitions == 3
 
@@ -191,7 +191,7 @@ def _broken(raw: dict[str, Any], edit: Any) -> dict[str, Any]:
 )
 def test_inconsistent_layouts_fail_at_load(raw_layout: dict[str, Any], edit: Any, message: str) -> None:
     with pytest.raises(TopologyError, match=message):
-        Topology.from_dict(_broken(raw_layout, edit), source=DEFAULT_TOPOLOGY_FILE)
+        Topology.from_dict(_broken(raw_layout, edit), source=default_topology_file())
 
 
 def test_cli_rejects_a_bad_tenant_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
