@@ -25,7 +25,6 @@ def planning_lead_ms(horizon_ms: int) -> int:
     return horizon_ms - min(horizon_ms // 2, MAX_STRIDE_MS)
 
 
-
 class Timeline:
     def __init__(self, ctx: TaskContext, horizon_ms: int, floor: Callable[[bytes], bytes]) -> None:
         self.ctx = ctx
@@ -211,7 +210,7 @@ class Timeline:
         return False
 
     def next_wake_ms(self) -> int | None:
-        """The earliest fire not yet planned (how far behind the horizon planning is)."""
+        """The earliest fire not yet planned (how far behind its lead planning is)."""
         for key in self.ctx.store.keys_from("timeline", self._floor(WAKE), timeline_keys.lane_end(WAKE)):
             return timeline_keys.due_ms_of(key)
         return None
