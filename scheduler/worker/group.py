@@ -75,8 +75,10 @@ class GroupLoop:
         self.worker.metrics.partitions(assignment)
         lags = {}
         for tp in self.consumer.position(assignment) if assignment else []:
+            if tp.offset < 0:
+                continue
             _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
-            if tp.offset >= 0 and high >= 0:
+            if high >= 0:
                 lags[(tp.topic, tp.partition)] = max(0, high - tp.offset)
         self.worker.metrics.lag(lags)
 
