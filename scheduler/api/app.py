@@ -1,6 +1,6 @@
 """The HTTP API: one FastAPI app over a ControlPlane, its routes by resource (schedule_routes,
 occurrence_routes, tenant_routes, key_routes), who may call them (access) and how failures are
-answered (errors).
+answered (errors); /healthz, /readyz and /metrics (health_routes) need no key.
 
 Reads come from the materialized views; writes go through the commands topic. Every route under
 `/v1/tenants/{tenant}` first checks that the caller's key may act for that tenant and answers 404
@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from scheduler.api.access import Access
 from scheduler.api.errors import ERROR_RESPONSES, add_error_handlers
+from scheduler.api.health_routes import View, add_health_routes
 from scheduler.api.key_routes import add_key_routes
 from scheduler.api.keys import Keys
 from scheduler.api.occurrence_routes import add_occurrence_routes
@@ -25,6 +26,12 @@ def create_app(plane: ControlPlane, keys: Keys) -> FastAPI:
                   description="Schedules, occurrences and tenants. Every call carries `Authorization: Bearer <key>`.",
                   responses=ERROR_RESPONSES)
     add_error_handlers(app)
+
+    def views() -> list[View]:
+        key_view = [keys.view] if isinstance(keys, SharedKeyStore) else []
+        return [plane.schedules, plane.occurrences, plane.tenants.view, *key_view]
+
+    add_health_routes(app, views)
     access = Access(keys)
     add_schedule_routes(app, plane, access)
     add_occurrence_routes(app, plane, access)

@@ -7,15 +7,20 @@ import argparse
 import logging
 import signal
 import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from scheduler.cli_support import EXIT_BAD_INPUT, say
 from scheduler.config import Settings
+from scheduler.health.endpoint import DEFAULT_BIND
 
 if TYPE_CHECKING:
     from scheduler.engine.config import EngineConfig
+    from scheduler.engine.metrics import EngineMetrics
+    from scheduler.health.probes import Probe
 
 EXIT_STATE_IN_USE = 3
 EXIT_STATUS = ("Exit status: 0 stopped by SIGTERM/SIGINT (turn committed, group left); 2 a setup it cannot run "
@@ -40,7 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="per-tenant dispatch rate limit override (repeatable)")
     run.add_argument("--catch-up-rate", type=float, default=100.0, help="per-tenant catch-up rate (occurrences/s)")
     run.add_argument("--metrics-port", type=int, default=0,
-                     help="serve Prometheus metrics on this port at /metrics (0: disabled)")
+                     help="serve Prometheus metrics at /metrics, and the probes /healthz and /readyz, on this "
+                          "port (0: disabled)")
+    run.add_argument("--metrics-bind", default=DEFAULT_BIND, metavar="ADDRESS",
+                     help=f"address the metrics port listens on (default {DEFAULT_BIND}; 0.0.0.0 for a "
+                          "Prometheus or an orchestrator outside the host or container)")
     run.add_argument("--dispatch-budget", type=int, default=20_000,
                      help="occurrences sent per transaction at most (the rest follow in the next turns)")
     run.add_argument("--input-batch", type=int, default=1_000,
@@ -135,9 +144,10 @@ def _serve(args: argparse.Namespace, config: EngineConfig) -> int:
 
     process = SchedulerProcess(config)
     if args.metrics_port:
-        from scheduler.engine.metrics import serve
+        from scheduler.health.endpoint import serve
 
-        serve(args.metrics_port, process.metrics.registry)
+        live, ready = _probes(process.metrics)
+        serve(args.metrics_bind, args.metrics_port, process.metrics.registry, live, ready)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         process.stop()
@@ -146,3 +156,20 @@ def _serve(args: argparse.Namespace, config: EngineConfig) -> int:
     signal.signal(signal.SIGINT, on_signal)
     process.run()
     return 0
+
+
+def _probes(metrics: EngineMetrics) -> tuple[Callable[[], Probe], Callable[[], Probe]]:
+    """/healthz: the loop turns; /readyz: also every owned partition restored. Read from the registry's
+    gauges, which the loop sets, rather than from the assignment's dicts, which the HTTP thread must not
+    iterate while the loop changes them."""
+    from scheduler.health.probes import alive, scheduler_ready
+
+    def live() -> Probe:
+        return alive(metrics.heartbeat.last, time.monotonic())
+
+    def ready() -> Probe:
+        gauge = metrics.registry.get_sample_value
+        return scheduler_ready(live(), int(gauge("scheduler_owned_partitions") or 0),
+                               int(gauge("scheduler_partitions_restoring") or 0))
+
+    return live, ready

@@ -3,8 +3,8 @@
 Observed per loop turn, not per record: the dispatched entries of a turn are grouped by due
 instant, so the lag histogram costs one update per distinct instant. What a turn selected is held
 until its transaction commits and dropped if it aborts, so the counters only count what workers
-can see. Each process has its own registry, served over HTTP by ``serve`` (`scheduler run
---metrics-port`).
+can see. Each process has its own registry, served over HTTP with the health probes by
+``scheduler.health.endpoint`` (`scheduler run --metrics-port`); `heartbeat` is the loop's, for /healthz.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from prometheus_client import (
     Counter as PromCounter,
     Gauge,
     Histogram,
-    start_http_server,
 )
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.gc_collector import GCCollector
@@ -28,6 +27,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, due_ms_of
+from scheduler.health.probes import Heartbeat
 
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -196,6 +196,11 @@ class EngineMetrics:
                                            "Changelog records applied to standby copies", registry=r)
         self._standbys: set[int] = set()  # partitions with a lag series
         self._turn = _Turn()
+        self.heartbeat = Heartbeat()  # the main loop's, for /healthz
+
+    def turned(self) -> None:
+        """The main loop finished a turn (idle or not): it is alive."""
+        self.heartbeat.beat()
 
     # -- one transaction --------------------------------------------------------------
 
@@ -326,8 +331,3 @@ def _process_registry() -> CollectorRegistry:
     PlatformCollector(registry=registry)
     return registry
 
-
-def serve(port: int, registry: CollectorRegistry, addr: str = "0.0.0.0") -> Any:
-    """Serve /metrics on a daemon thread; returns the server (``shutdown()`` stops it)."""
-    server, _thread = start_http_server(port, addr=addr, registry=registry)
-    return server

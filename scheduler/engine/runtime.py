@@ -103,6 +103,7 @@ class SchedulerProcess:
         try:
             while not self._stop.is_set():
                 self._turn()
+                self.metrics.turned()
         finally:
             self._close()
 

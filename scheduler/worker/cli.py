@@ -13,6 +13,7 @@ from types import FrameType
 from scheduler.control.acls import scram_client_config
 from scheduler.wire.codec import codec_from_settings
 from scheduler.config import Settings
+from scheduler.health.endpoint import DEFAULT_BIND, serve
 from scheduler.kafka.clients import NotAuthorized, connection
 from scheduler.worker.attempt import Handler
 from scheduler.worker.worker import DEFAULT_PRIORITIES, Worker, WorkerOptions
@@ -44,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="environment variable holding the --sasl-user's password")
     parser.add_argument("--client-config", type=Path, metavar="FILE",
                         help="librdkafka settings for every Kafka client of the worker, key=value lines")
+    parser.add_argument("--metrics-port", type=int, default=0,
+                        help="serve Prometheus metrics at /metrics, and the probes /healthz and /readyz, on this "
+                             "port (0: disabled)")
+    parser.add_argument("--metrics-bind", default=DEFAULT_BIND, metavar="ADDRESS",
+                        help=f"address the metrics port listens on (default {DEFAULT_BIND})")
     parser.add_argument("--log-level", default="INFO")
     parser.set_defaults(handler=_run)
 
@@ -120,6 +126,9 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    if args.metrics_port:
+        live, ready = worker.metrics.probes(args.max_poll_interval_ms / 1000)
+        serve(args.metrics_bind, args.metrics_port, worker.metrics.registry, live, ready)
     try:
         worker.run()
     except NotAuthorized as exc:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SETTLE_POLL_S = 0.05
+LAG_EVERY_S = 5.0  # how often the lag gauges are refreshed: local figures, but one call per partition
 
 
 def run_group(worker: Worker) -> None:
@@ -44,12 +45,15 @@ class GroupLoop:
         self.paused: set[str] = set()
         self.unsettled: set[tuple[str, int]] = set()  # assigned, neither a record nor their end fetched yet
         self.settle_until = 0.0
+        self.lag_at = 0.0  # when the lag and assignment figures are next refreshed (0: at once)
 
     def run(self) -> None:
         self.consumer.subscribe(list(self.worker.topics), on_assign=self._on_assign,
                                 on_revoke=self._on_revoke, on_lost=self._on_revoke)
         try:
             while not self.worker.stopping():
+                self.worker.metrics.heartbeat.beat()
+                self._report()
                 self._fill()
                 self._pause_full()
                 if self._settling():
@@ -59,6 +63,24 @@ class GroupLoop:
                     self._handle(taken[1])
         finally:
             self.consumer.close()
+
+    def _report(self) -> None:
+        """The assignment and each partition's lag, for /readyz and the lag gauges: the high watermark the
+        last fetch brought (no request) less the position; a partition not fetched yet has neither."""
+        now = time.monotonic()
+        if now < self.lag_at:
+            return
+        self.lag_at = now + LAG_EVERY_S
+        assignment = self.consumer.assignment()
+        self.worker.metrics.partitions(assignment)
+        lags = {}
+        for tp in self.consumer.position(assignment) if assignment else []:
+            if tp.offset < 0:
+                continue
+            _low, high = self.consumer.get_watermark_offsets(tp, cached=True)
+            if high >= 0:
+                lags[(tp.topic, tp.partition)] = max(0, high - tp.offset)
+        self.worker.metrics.lag(lags)
 
     def _fill(self) -> None:
         """Block for work only when nothing is buffered; then take whatever is already fetched."""
@@ -108,10 +130,12 @@ class GroupLoop:
         self.paused = set()
         self.unsettled |= {(tp.topic, tp.partition) for tp in partitions}
         self.settle_until = time.monotonic() + self.worker.options.assignment_settle_s
+        self.lag_at = 0.0
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self.buffers.drop_partitions((tp.topic, tp.partition) for tp in partitions)
         self.unsettled -= {(tp.topic, tp.partition) for tp in partitions}
+        self.lag_at = 0.0
 
     def _handle(self, message: Message) -> None:
         writer = self.worker.writer

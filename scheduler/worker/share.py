@@ -65,8 +65,10 @@ def run_share(worker: Worker) -> None:
     }))
     rank = {priority: i for i, priority in enumerate(worker.priorities)}
     consumer.subscribe(list(worker.topics))
+    worker.metrics.assigned = None  # records, not partitions, are handed out: /readyz asks only for the loop
     try:
         while not worker.stopping():
+            worker.metrics.heartbeat.beat()
             batch = [m for m in _poll(worker, consumer) if _usable(m)]
             batch.sort(key=lambda m: rank[worker.topics[m.topic()]])
             for message in batch:

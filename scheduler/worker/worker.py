@@ -18,6 +18,7 @@ from scheduler.wire.codec import Codec, RecordCodec
 from scheduler.kafka.clients import connection
 from scheduler.wire.topology import Topology, default_group_id, transactional_id_prefix
 from scheduler.worker.attempt import Event, Handler, run_attempt
+from scheduler.worker.metrics import ALREADY_LOST, WorkerMetrics
 from scheduler.worker.occurrence import AttemptContext, Occurrence
 from scheduler.worker.view import ScheduleView
 from scheduler.worker.view_follower import ViewFollower
@@ -66,10 +67,12 @@ class Worker:
         topology: Topology | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
         client_config: Mapping[str, str] | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         """`client_config`: librdkafka settings for every Kafka client of the worker, e.g. its SASL
         credentials (`scheduler.control.acls.scram_client_config`). The settings its guarantees rest on
-        (group, transactions, isolation, offsets) are the worker's own: run() refuses them there."""
+        (group, transactions, isolation, offsets) are the worker's own: run() refuses them there.
+        `metrics`: where it reports outcomes, lag and its loop's heartbeat (one of its own by default)."""
         self.topology = topology or Topology.load()
         unknown = [p for p in priorities if p not in self.topology.priorities]
         if not priorities or unknown:
@@ -90,6 +93,7 @@ class Worker:
         self.topics = {self.topology.topic_name("occurrences", prefix, tenant=tenant, priority=p): p
                        for p in self.priorities}
         self.view = ScheduleView()
+        self.metrics = metrics if metrics is not None else WorkerMetrics()
         self._stop = threading.Event()
         self._current: AttemptContext | None = None
         self.writer: AttemptWriter | None = None
@@ -137,8 +141,31 @@ class Worker:
         self._current = ctx
         if self._stop.is_set():
             ctx.cancelled.set()
+        metrics = self.metrics
+
+        def record_now(event: Event) -> None:
+            """Writes STARTED and HEARTBEATs, noting when the handler starts and how renewals fare."""
+            heartbeat = event["kind"] == "HEARTBEAT"
+            try:
+                writer.write([event])
+            except Exception:
+                if heartbeat:
+                    metrics.heartbeats.labels("failed").inc()
+                raise
+            if heartbeat:
+                metrics.heartbeats.labels("written").inc()
+            elif event["kind"] == "STARTED":
+                metrics.handler_started = time.monotonic()
+
         try:
-            return run_attempt(occurrence, ctx, self.handler, self.view, self.worker_id, self.clock_ms,
-                               lambda event: writer.write([event]))
+            outcome = run_attempt(occurrence, ctx, self.handler, self.view, self.worker_id, self.clock_ms, record_now)
         finally:
+            started, metrics.handler_started = metrics.handler_started, None
             self._current = None
+        if outcome is None:
+            metrics.outcome(ALREADY_LOST, None)
+            return None
+        metrics.outcome(str(outcome["kind"]), None if started is None else time.monotonic() - started)
+        if ctx.lease_lost.is_set():
+            metrics.leases_lost.inc()
+        return outcome

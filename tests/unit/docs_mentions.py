@@ -19,7 +19,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from scheduler.cli import build_parser
+from scheduler.api.health_routes import ApiMetrics
 from scheduler.engine.metrics import EngineMetrics
+from scheduler.worker.metrics import WorkerMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "scheduler"
@@ -207,11 +209,14 @@ def _exists(base: Path, token: str) -> bool:
 
 
 def metric_names() -> set[str]:
-    """Every sample name the engine's registry exposes, plus the `scheduler_*` string literals the package
-    uses for other things (the idempotency table, the console's cookie), which are not metrics."""
+    """Every sample name the engine's, the worker's and the API's registries expose, plus the `scheduler_*`
+    string literals the package uses for other things (the idempotency table, the console's cookie), which
+    are not metrics."""
     registry = CollectorRegistry()
     EngineMetrics(registry)
-    names = {family.name + suffix for family in registry.collect() for suffix in SAMPLE_SUFFIXES}
+    WorkerMetrics(registry)
+    names = {family.name + suffix for r in (registry, ApiMetrics().registry) for family in r.collect()
+             for suffix in SAMPLE_SUFFIXES}
     for source in PACKAGE.rglob("*.py"):
         if source == PACKAGE / "engine" / "metrics.py":
             continue

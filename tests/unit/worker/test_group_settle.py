@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, TopicPartition
 
 from scheduler.worker.group import GroupLoop
+from scheduler.worker.metrics import WorkerMetrics
 from scheduler.worker.worker import WorkerOptions
 
 LOW, HIGH = "t.occurrences.low", "t.occurrences.high"
@@ -60,6 +61,9 @@ class ScriptedConsumer:
     def assignment(self) -> list[TopicPartition]:
         return [TopicPartition(LOW, 0), TopicPartition(HIGH, 0)]
 
+    def position(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        return partitions  # offsets invalid: nothing fetched, so no lag to report
+
     def pause(self, partitions: list[TopicPartition]) -> None:
         raise AssertionError("nothing here fills a buffer")
 
@@ -76,6 +80,7 @@ class StubWorker:
     priorities: tuple[str, ...] = ("high", "low")
     group_id: str = "g"
     rounds_left: int = 50
+    metrics: WorkerMetrics = field(default_factory=WorkerMetrics)
 
     def stopping(self) -> bool:
         self.rounds_left -= 1
