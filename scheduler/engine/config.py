@@ -56,6 +56,10 @@ class EngineConfig:
     # default) ahead, so what does not fit waits a turn at no cost.
     plan_slice_ms: int = 100
     idle_poll_ms: int = 50
+    # A turn with work begins at most this often (an open stage aside): each turn is a transaction whose fixed
+    # cost (begin, produce flush, commit, store write, metrics) outweighed its few occurrences when the loop
+    # turned for every entry falling due. Occurrences wait up to this long for their turn.
+    turn_interval_ms: int = 100
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
     # in the process (0: never), are produced ahead in a transaction committed at the instant.
     stage_min: int = 40_000

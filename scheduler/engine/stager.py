@@ -61,6 +61,12 @@ class StageRunner:
             return self.bursts.sweeping
         return not stage.complete or (stage.producing and stage.produce_s is None)
 
+    @property
+    def open(self) -> bool:
+        """A stage is under way (from its lead to its commit): its instant and its produce window are timed
+        to the turn, so the loop keeps no turn interval meanwhile."""
+        return self.stage is not None
+
     def forget(self, partitions: list[int]) -> None:
         """Revoked partitions: a stage covering one is dropped, their producers closed."""
         self.bursts.reset()
