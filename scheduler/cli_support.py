@@ -85,3 +85,28 @@ def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: It
         print(f"ok       {noun}{name}")
     for difference in differences:
         print(f"DIFFERS  {noun}{difference}")
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag kept for one release beside its new name: it stores into the same destination, and says
+    once on stderr what to write instead, so scripts keep working and their owners learn the new grammar."""
+
+    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs: object) -> None:
+        self.replacement = replacement
+        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        say(f"note: {option_string} is deprecated and will be removed; use {self.replacement} (docs/cli.md)")
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(parser: argparse.ArgumentParser, new: str, old: str, dest: str, new_type: Callable[[str], object],
+                old_type: Callable[[str], object], help: str, example: str, default: object = None,
+                metavar: str = "DURATION") -> None:
+    """`new` and its deprecated alias `old` (with its own type: `--lease-ms 30000` is an integer of ms,
+    `--lease 30s` a duration), exclusive of each other, into one `dest`."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(new, dest=dest, type=new_type, default=default, help=help, metavar=metavar)
+    group.add_argument(old, dest=dest, type=old_type, default=default, action=DeprecatedAlias,
+                       replacement=f"{new} {example}", help=f"deprecated: use {new}")
