@@ -1,7 +1,8 @@
 """Conventions the `scheduler` subcommands share, so scripts can rely on them everywhere: stdout
-carries only what a script reads (an address, a status line, a report), messages go to stderr; the
-local services' start/stop/status commands agree on their flags and exit codes; the `ensure`
-commands print one aligned row per object."""
+carries only what a script reads (an address, a status line, a report), messages go to stderr; one
+table of exit codes (docs/cli.md); the local services' start/stop/status commands agree on their
+flags and exit codes; the `ensure` commands print one aligned row per object; renamed flags keep
+their old names as deprecated aliases."""
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,25 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
-EXIT_NOT_RUNNING = 3
+from confluent_kafka import KafkaError, KafkaException
+
+from scheduler.timing.cli_values import duration_type
+
+# The one exit-code table of every command (docs/cli.md).
+EXIT_OK = 0
+EXIT_FINDING = 1  # the command's finding: drift, ABSENT occurrences, rejected lines (or a traceback)
+EXIT_BAD_INPUT = 2  # usage: a bad flag or value, a setup the command cannot run with
+EXIT_NOT_FOUND = 3
+EXIT_NOT_RUNNING = EXIT_NOT_FOUND  # a local service's `status`
+EXIT_CONFLICT = 4
+EXIT_FORBIDDEN = 5  # not authorized, or over a quota
+EXIT_UNAVAILABLE = 6  # unreachable, or no answer in time
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
+UNREACHABLE = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                         KafkaError.REQUEST_TIMED_OUT})
+FORBIDDEN = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                       KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                       KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
 def say(message: str) -> None:
@@ -22,6 +40,12 @@ def say(message: str) -> None:
 def fail(command: str, error: Exception) -> int:
     say(f"{command}: error: {error}")
     return EXIT_BAD_INPUT
+
+
+def kafka_exit_code(error: KafkaException, otherwise: int = EXIT_BAD_INPUT) -> int:
+    """A Kafka failure's exit code: 6 when the cluster did not answer, 5 when it refused, else `otherwise`."""
+    code = error.args[0].code() if error.args and isinstance(error.args[0], KafkaError) else None
+    return EXIT_UNAVAILABLE if code in UNREACHABLE else EXIT_FORBIDDEN if code in FORBIDDEN else otherwise
 
 
 def add_data_dir(parser: argparse.ArgumentParser, holds: str, default: Path) -> None:
@@ -34,7 +58,8 @@ def add_stop_and_status(actions: argparse._SubParsersAction, what: str, stop_hel
     """The `stop` and `status` subcommands of a local service (`handlers`: theirs, in that order);
     returns the `stop` parser, for flags of the service's own."""
     stop = actions.add_parser("stop", help=stop_help)
-    stop.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (default 30)")
+    stop.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=30.0, metavar="DURATION",
+                      help="how long before SIGKILL: a duration, or seconds (default 30s)")
     status = actions.add_parser("status", help=f"exit 0 if the {what} runs, 3 if not")
     for parser, handler in zip((stop, status), handlers):
         add_data_dir(parser, holds, default)

@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
+from scheduler.cli_support import kafka_exit_code
 from scheduler.config import TENANT_ENV, Settings
 from scheduler.control.client import (
     Conflict,
@@ -90,7 +91,8 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
             return fail(args, "UNAVAILABLE", str(exc), EXIT_UNAVAILABLE)
         except KafkaException as exc:  # not mapped to a reason by the client (e.g. a view's first metadata)
             error = exc.args[0]
-            return fail(args, error.name(), f"{error.str()} (Kafka at {args.bootstrap})", EXIT_ERROR)
+            return fail(args, error.name(), f"{error.str()} (Kafka at {args.bootstrap})",
+                        kafka_exit_code(exc, EXIT_ERROR))
     return run
 
 

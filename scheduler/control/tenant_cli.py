@@ -7,6 +7,7 @@ import os
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding
 
+from scheduler.cli_support import add_renamed
 from scheduler.control.acls import grant_worker
 from scheduler.control.cli_common import Record, add, client_log, emit
 from scheduler.control.client import SchedulerError, Unavailable, ValidationError
@@ -14,11 +15,19 @@ from scheduler.control.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_t
 from scheduler.kafka.views import ScheduleView
 from scheduler.wire.topology import Topology
 
+PER_SECOND = "_per_s"
+
 
 def _quota_args(parser: argparse.ArgumentParser) -> None:
+    """A flag per quota field; rates per second are named as `scheduler run` names them (`--trigger-rate`),
+    their field names (`--trigger-rate-per-s`) kept as deprecated aliases."""
     for name, default in QUOTA_DEFAULTS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=type(default),
-                            help=f"(default {default})")
+        flag = f"--{name.replace('_', '-')}"
+        if name.endswith(PER_SECOND):
+            add_renamed(parser, flag.removesuffix("-per-s"), flag, name, type(default), type(default),
+                        f"occurrences per second (default {default})", str(default), metavar="RATE")
+        else:
+            parser.add_argument(flag, dest=name, type=type(default), help=f"(default {default})")
 
 
 def _quotas(args: argparse.Namespace) -> Record:
