@@ -29,8 +29,9 @@ MS_PER_UNIT: dict[str, int] = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000,
 DURATION_FORMS = "500ms|90s|5m|1h|1d, or a sum such as 1h30m"
 INSTANT_FORMS = "RFC 3339 with an offset or Z, epoch ms, or a local date-time with --tz"
 MAX_MS = 2**63 - 1  # the wire's long
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_BARE = re.compile(r"\d+(?:\.\d+)?")
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"  # what float() took for the old seconds flags, bar signs and exponents
+_PART = re.compile(rf"({_NUMBER})(ms|s|m|h|d)")
+_BARE = re.compile(_NUMBER)
 _EPOCH_MS = re.compile(r"-?\d+")
 
 

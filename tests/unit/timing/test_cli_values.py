@@ -42,6 +42,7 @@ def test_a_duration_past_the_wires_long_is_refused():
 def test_a_bare_number_keeps_the_old_unit_of_a_flag_that_had_one():
     seconds = duration_type("s", bare_unit="s")
     assert seconds("30") == 30.0 and seconds("0.5") == 0.5 and seconds("2m") == 120.0
+    assert seconds(".5") == 0.5 and seconds("5.") == 5.0 and seconds(".5m") == 30.0
     assert duration_type("h")("90m") == 1.5
     assert duration_type("ms", bare_unit="ms")("250") == 250
 
