@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.api.keys import create_key, list_keys, revoke_key
 from scheduler.cli_support import add_renamed
-from scheduler.control.cli_common import EXIT_OK, add, client_log, common_args, emit, guarded
+from scheduler.control.cli_common import EXIT_OK, add, client_log, common_args, emit, guarded, output_arg
 from scheduler.control.client import NotFound, ValidationError
 from scheduler.timing.cli_values import duration_type
 
@@ -88,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kcreate.add_argument("--keys", type=Path, help=KEYS_HELP)
     klist = add(key_verbs, "list", api_keys_list, "list API keys: ids and tenants")
     klist.add_argument("--keys", type=Path, help=KEYS_HELP)
+    output_arg(klist)
     krevoke = add(key_verbs, "revoke", api_keys_revoke, "revoke an API key by its id")
     krevoke.add_argument("key_id")
     krevoke.add_argument("--keys", type=Path, help=KEYS_HELP)

@@ -27,6 +27,7 @@ from scheduler.timing.cli_values import duration_type, resolve_instants
 from scheduler.timing.instants import format_utc, to_datetime
 
 Record = dict[str, Any]
+OUTPUTS = ("table", "json", "jsonl")
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_QUOTA, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5, 6
 EXIT_REJECTED = EXIT_ERROR  # `schedules import`: some lines were rejected (the others went in): its finding
@@ -49,6 +50,12 @@ def common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def output_arg(parser: argparse.ArgumentParser) -> None:
+    """`-o` of the listing commands, whose rows line-oriented tools want one per line (`--json` is `-o json`)."""
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                        help="table (for people, the default), json (one document) or jsonl (one line per row)")
+
+
 def client_log(args: argparse.Namespace) -> dict[str, str]:
     """Client settings for the command's Kafka clients. librdkafka logs every failed connection attempt on
     stderr (hundreds of lines while a command waits for an unreachable broker), where the command's one error
@@ -64,8 +71,20 @@ def tenant_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> int:
-    print(json.dumps(data, indent=2, default=str) if args.json else human(data))
+    """`data` as `-o` asks: jsonl is a list's rows one per line (a single record is one line), for `jq -c`
+    pipelines and line-oriented tools."""
+    mode = output_mode(args)
+    if mode == "jsonl":
+        rows = data if isinstance(data, list) else [data]
+        print("\n".join(json.dumps(row, default=str) for row in rows))
+    else:
+        print(json.dumps(data, indent=2, default=str) if mode == "json" else human(data))
     return EXIT_OK
+
+
+def output_mode(args: argparse.Namespace) -> str:
+    """`-o`'s choice; `--json`, which scripts have used since the first release, is `-o json`."""
+    return "json" if getattr(args, "json", False) else getattr(args, "output", "table")
 
 
 def result_text(result: Record) -> str:
@@ -97,7 +116,7 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
 
 
 def fail(args: argparse.Namespace, reason: str, message: str, code: int) -> int:
-    if args.json:
+    if output_mode(args) != "table":
         print(json.dumps({"code": reason, "message": message}))
     print(f"error: {reason}: {message}", file=sys.stderr)
     return code

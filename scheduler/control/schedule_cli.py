@@ -18,6 +18,7 @@ from scheduler.control.cli_common import (
     client_log,
     command,
     emit,
+    output_arg,
     result_text,
     tenant_arg,
     utc,
@@ -236,6 +237,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     listing = add(verbs, "list", schedules_list, "list a tenant's schedules")
     tenant_arg(listing)
     listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
+    output_arg(listing)
     update = add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     tenant_arg(update)
     update.add_argument("schedule_id")
@@ -267,6 +269,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     prev.add_argument("--tenant", default=os.environ.get(TENANT_ENV) or None,
                       help=f"the stored schedule's tenant (default ${TENANT_ENV})")
     prev.add_argument("--count", type=int, default=10)
+    output_arg(prev)
     prev.add_argument("--after", type=instant_type, help="fires strictly after this instant (default: now)")
     _spec_args(prev, kind_required=False)
 

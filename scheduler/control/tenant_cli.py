@@ -9,7 +9,7 @@ from confluent_kafka.admin import AclBinding
 
 from scheduler.cli_support import add_renamed
 from scheduler.control.acls import grant_worker
-from scheduler.control.cli_common import Record, add, client_log, emit
+from scheduler.control.cli_common import Record, add, client_log, emit, output_arg
 from scheduler.control.client import SchedulerError, Unavailable, ValidationError
 from scheduler.control.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.kafka.views import ScheduleView
@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _quota_args(reg)
     tget = add(tverbs, "get", tenants_get, "show a tenant's quotas")
     tget.add_argument("name")
-    add(tverbs, "list", tenants_list, "list tenants")
+    output_arg(add(tverbs, "list", tenants_list, "list tenants"))
     quota = add(tverbs, "set-quota", tenants_set_quota, "change some of a tenant's quotas")
     quota.add_argument("name")
     _quota_args(quota)

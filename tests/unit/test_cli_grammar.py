@@ -4,6 +4,7 @@ unreachable at once) and without a database."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -172,3 +173,22 @@ def test_ctrl_c_exits_130(monkeypatch):
 
     monkeypatch.setattr(topology_cli, "run_describe", interrupted)  # registered when the parser is built
     assert main(["topics", "describe"]) == 130
+
+
+def test_listing_output_is_a_table_json_or_json_lines(capsys, tmp_path):
+    keys = str(tmp_path / "keys.json")
+    for tenant in ("acme", "globex"):
+        assert main(["api", "keys", "create", "--tenant", tenant, "--keys", keys, "--json"]) == 0
+    capsys.readouterr()
+    assert main(["api", "keys", "list", "--keys", keys, "-o", "jsonl"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert sorted(json.loads(line)["tenant"] for line in lines) == ["acme", "globex"]
+    assert main(["api", "keys", "list", "--keys", keys, "--json"]) == 0
+    assert sorted(k["tenant"] for k in json.loads(capsys.readouterr().out)) == ["acme", "globex"]
+    assert main(["api", "keys", "list", "--keys", keys, "-o", "table"]) == 0
+    assert sorted(line.split()[1] for line in capsys.readouterr().out.splitlines()) == ["acme", "globex"]
+    assert main(["api", "keys", "revoke", "nope", "--keys", keys, "--json"]) == 3  # not found
+    assert json.loads(capsys.readouterr().out)["code"] == "UNKNOWN_KEY"
+    with pytest.raises(SystemExit) as exit_:
+        main(["api", "keys", "list", "--keys", keys, "-o", "yaml"])
+    assert exit_.value.code == 2
