@@ -1,4 +1,4 @@
-"""What every control subcommand shares: connection flags, the default tenant, output (text or `--json`), instants
+"""What every control subcommand shares: connection flags, the default tenant, output (text, `--json`, `-o`), instants
 read in the command's `--tz`, and errors mapped to the exit codes scripts rely on (docs/cli.md)."""
 from __future__ import annotations
 
@@ -11,7 +11,16 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.cli_support import kafka_exit_code
+from scheduler.cli_support import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_FINDING,
+    EXIT_FORBIDDEN,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    kafka_exit_code,
+)
 from scheduler.config import TENANT_ENV, Settings
 from scheduler.control.client import (
     Conflict,
@@ -29,7 +38,8 @@ from scheduler.timing.instants import format_utc, to_datetime
 Record = dict[str, Any]
 OUTPUTS = ("table", "json", "jsonl")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_QUOTA, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5, 6
+# The control commands' names for the one exit-code table (scheduler/cli_support.py, docs/cli.md).
+EXIT_ERROR, EXIT_USAGE, EXIT_QUOTA = EXIT_FINDING, EXIT_BAD_INPUT, EXIT_FORBIDDEN
 EXIT_REJECTED = EXIT_ERROR  # `schedules import`: some lines were rejected (the others went in): its finding
 EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
     (ValidationError, EXIT_USAGE), (NotFound, EXIT_NOT_FOUND), (Conflict, EXIT_CONFLICT),
