@@ -6,6 +6,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from scheduler.cli_support import EXIT_INTERRUPTED
+
 # Each module exposes `register(subparsers)`; its subparsers set `handler`,
 # a function taking the parsed namespace and returning an exit code.
 COMMAND_MODULES = (
@@ -36,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         sys.stderr.close()
         return 0

@@ -1,7 +1,8 @@
 """Conventions the `scheduler` subcommands share, so scripts can rely on them everywhere: stdout
-carries only what a script reads (an address, a status line, a report), messages go to stderr; the
-local services' start/stop/status commands agree on their flags and exit codes; the `ensure`
-commands print one aligned row per object."""
+carries only what a script reads (an address, a status line, a report), messages go to stderr; one
+table of exit codes (docs/cli.md); the local services' start/stop/status commands agree on their
+flags and exit codes; the `ensure` commands print one aligned row per object; renamed flags keep
+their old names as deprecated aliases."""
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,25 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
-EXIT_NOT_RUNNING = 3
+from confluent_kafka import KafkaError, KafkaException
+
+from scheduler.timing.cli_values import duration_type
+
+# The one exit-code table of every command (docs/cli.md).
+EXIT_OK = 0
+EXIT_FINDING = 1  # the command's finding: drift, ABSENT occurrences, rejected lines (or a traceback)
+EXIT_BAD_INPUT = 2  # usage: a bad flag or value, a setup the command cannot run with
+EXIT_NOT_FOUND = 3
+EXIT_NOT_RUNNING = EXIT_NOT_FOUND  # a local service's `status`
+EXIT_CONFLICT = 4
+EXIT_FORBIDDEN = 5  # not authorized, or over a quota
+EXIT_UNAVAILABLE = 6  # unreachable, or no answer in time
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT), as shells report it
+UNREACHABLE = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                         KafkaError.REQUEST_TIMED_OUT})
+FORBIDDEN = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+                       KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                       KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
 def say(message: str) -> None:
@@ -22,6 +40,12 @@ def say(message: str) -> None:
 def fail(command: str, error: Exception) -> int:
     say(f"{command}: error: {error}")
     return EXIT_BAD_INPUT
+
+
+def kafka_exit_code(error: KafkaException, otherwise: int = EXIT_BAD_INPUT) -> int:
+    """A Kafka failure's exit code: 6 when the cluster did not answer, 5 when it refused, else `otherwise`."""
+    code = error.args[0].code() if error.args and isinstance(error.args[0], KafkaError) else None
+    return EXIT_UNAVAILABLE if code in UNREACHABLE else EXIT_FORBIDDEN if code in FORBIDDEN else otherwise
 
 
 def add_data_dir(parser: argparse.ArgumentParser, holds: str, default: Path) -> None:
@@ -34,7 +58,8 @@ def add_stop_and_status(actions: argparse._SubParsersAction, what: str, stop_hel
     """The `stop` and `status` subcommands of a local service (`handlers`: theirs, in that order);
     returns the `stop` parser, for flags of the service's own."""
     stop = actions.add_parser("stop", help=stop_help)
-    stop.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (default 30)")
+    stop.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=30.0, metavar="DURATION",
+                      help="how long before SIGKILL: a duration, or seconds (default 30s)")
     status = actions.add_parser("status", help=f"exit 0 if the {what} runs, 3 if not")
     for parser, handler in zip((stop, status), handlers):
         add_data_dir(parser, holds, default)
@@ -85,3 +110,28 @@ def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: It
         print(f"ok       {noun}{name}")
     for difference in differences:
         print(f"DIFFERS  {noun}{difference}")
+
+
+class DeprecatedAlias(argparse.Action):
+    """An old flag kept for one release beside its new name: it stores into the same destination, and says
+    once on stderr what to write instead, so scripts keep working and their owners learn the new grammar."""
+
+    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs: object) -> None:
+        self.replacement = replacement
+        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        say(f"note: {option_string} is deprecated and will be removed; use {self.replacement} (docs/cli.md)")
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(parser: argparse.ArgumentParser, new: str, old: str, dest: str, new_type: Callable[[str], object],
+                old_type: Callable[[str], object], help: str, example: str, default: object = None,
+                metavar: str = "DURATION") -> None:
+    """`new` and its deprecated alias `old` (with its own type: `--lease-ms 30000` is an integer of ms,
+    `--lease 30s` a duration), exclusive of each other, into one `dest`."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(new, dest=dest, type=new_type, default=default, help=help, metavar=metavar)
+    group.add_argument(old, dest=dest, type=old_type, default=default, action=DeprecatedAlias,
+                       replacement=f"{new} {example}", help=f"deprecated: use {new}")

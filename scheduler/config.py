@@ -7,6 +7,7 @@ from pathlib import Path
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_PREFIX = "sched"
+TENANT_ENV = "SCHEDULER_TENANT"  # the tenant of the commands that take --tenant, when it is not given
 
 
 def cache_dir() -> Path:

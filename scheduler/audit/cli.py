@@ -17,7 +17,7 @@ from scheduler.audit.connectors import ConnectorError, Database, dead_letter_top
 from scheduler.audit.connectors import wait_running
 from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
 from scheduler.cli_support import EXIT_BAD_INPUT, add_data_dir, external_instead, fail, print_ensure_rows
-from scheduler.cli_support import print_status, say
+from scheduler.cli_support import EXIT_UNAVAILABLE, kafka_exit_code, print_status, say
 from scheduler.config import Settings
 from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import LocalConnect
@@ -25,6 +25,7 @@ from scheduler.connect.local import default_data_dir as default_connect_dir
 from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.kafka.admin import TopicEnsureError, ensure_rendered_topics
 from scheduler.kafka.replication import REPLICATION_ENV
+from scheduler.timing.cli_values import duration_type
 from scheduler.wire.topology import RenderedTopic, Topology
 
 EXIT_DIFFERS = 1
@@ -39,14 +40,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ensure", help="create the ledger's tables and create/update its sink connectors",
         description="Exit status: 0 everything matches (connectors that drifted were updated), 1 a table "
                     "differs from the contract (never altered) or, with --check, a connector is missing or "
-                    "drifted, 2 error.")
+                    "drifted, 2 a setup it cannot run with (no database configured, a bad argument), 5 Kafka "
+                    "refused, 6 the database, the Connect worker or Kafka unreachable (docs/cli.md).")
     ensure.add_argument("--prefix", help="topic prefix (default: $SCHEDULER_TOPIC_PREFIX or 'sched')")
     ensure.add_argument("--check", action="store_true", help="only report connectors that are missing or drifted")
     ensure.add_argument("--replication-factor", type=int, default=None,
                         help=f"of the reject topic (<prefix>.audit-rejects), created here before its connectors "
                              f"(default: ${REPLICATION_ENV}, else min(3, brokers in the cluster))")
-    ensure.add_argument("--wait", type=float, default=60.0,
-                        help="seconds to wait for every connector task to run (0: do not wait)")
+    ensure.add_argument("--wait", type=duration_type("s", bare_unit="s"), default=60.0, metavar="DURATION",
+                        help="how long to wait for every connector task to run: a duration, or seconds "
+                             "(default 60s; 0: do not wait)")
     ensure.set_defaults(handler=run_ensure)
 
     postgres = commands.add_parser("postgres", help="a local PostgreSQL for the ledger (Debian's binaries)")
@@ -101,7 +104,7 @@ def run_ensure(args: argparse.Namespace) -> int:
     except (PostgresError, ConnectorError, ConnectRestError, psycopg.Error, ValueError, OSError, TopicEnsureError,
             KafkaException) as error:
         say(f"scheduler audit ensure: {error}")
-        return EXIT_ERROR
+        return _ensure_exit_code(error)
     print_ensure_rows(report.created, report.ok, report.differences, "table ")
     print_ensure_rows(rejects.created, rejects.ok, rejects.differences, "topic ")
     for name in connectors.created:
@@ -120,6 +123,15 @@ def run_ensure(args: argparse.Namespace) -> int:
     if args.check and (connectors.created or connectors.drifted):
         return EXIT_DIFFERS
     return 0
+
+
+def _ensure_exit_code(error: Exception) -> int:
+    """6 when the database, the Connect worker or Kafka did not answer; 5 when Kafka refused; else 2."""
+    if isinstance(error, psycopg.OperationalError) or (isinstance(error, ConnectRestError) and not error.status):
+        return EXIT_UNAVAILABLE
+    if isinstance(error, KafkaException):
+        return kafka_exit_code(error, EXIT_ERROR)
+    return EXIT_ERROR
 
 
 def _pg_start(args: argparse.Namespace) -> int:

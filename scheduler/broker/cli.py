@@ -9,6 +9,7 @@ import time
 from scheduler.broker.local import BrokerError, LocalBroker, default_data_dir
 from scheduler.cli_support import add_data_dir, add_stop_and_status, external_instead, fail, note_external
 from scheduler.cli_support import print_status, say, say_started
+from scheduler.timing.cli_values import duration_type
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 
@@ -32,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
              "made by keytool at the first start; clients trust DATA_DIR/tls/ca.pem (`ssl.ca.location`)",
     )
     start.add_argument("--wipe", action="store_true", help="delete the broker's data before starting")
-    start.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for the broker (default 120)")
+    start.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=120.0, metavar="DURATION",
+                       help="how long to wait for the broker: a duration, or seconds (default 120s)")
     add_data_dir(start, "broker state", default_data_dir())
     start.set_defaults(handler=_start)
 

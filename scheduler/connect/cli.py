@@ -11,6 +11,7 @@ from scheduler.cli_support import add_data_dir, add_stop_and_status, external_in
 from scheduler.cli_support import print_status, say, say_started
 from scheduler.config import Settings
 from scheduler.connect.local import DEFAULT_PORT, ConnectError, LocalConnect, default_data_dir
+from scheduler.timing.cli_values import duration_type
 
 URL_ENV = "KAFKA_CONNECT_URL"
 
@@ -21,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     start = actions.add_parser("start", help="start the worker in the background and print its REST URL")
     start.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"REST port (default {DEFAULT_PORT})")
-    start.add_argument("--timeout", type=float, default=180.0, help="seconds to wait for the worker (default 180)")
+    start.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=180.0, metavar="DURATION",
+                       help="how long to wait for the worker: a duration, or seconds (default 180s)")
     add_data_dir(start, "worker state", default_data_dir())
     start.set_defaults(handler=_start)
 

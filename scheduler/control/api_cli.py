@@ -6,8 +6,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scheduler.api.keys import create_key, list_keys, revoke_key
-from scheduler.control.cli_common import EXIT_OK, add, client_log, common_args, emit, guarded
+from scheduler.cli_support import add_renamed
+from scheduler.control.cli_common import EXIT_OK, add, client_log, common_args, emit, guarded, output_arg
 from scheduler.control.client import NotFound, ValidationError
+from scheduler.timing.cli_values import duration_type
 
 if TYPE_CHECKING:
     from scheduler.api.shared_keys import SharedKeyStore
@@ -74,7 +76,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     api.add_argument("--tls-key", type=Path, metavar="PEM", help="the private key of --tls-cert")
     api.add_argument("--metrics-url", action="append", default=[], metavar="URL",
                      help="a scheduler's /metrics (`scheduler run --metrics-port`), read by the console (repeatable)")
-    api.add_argument("--forecast-hours", type=float, default=6.0, help="hours ahead the console's forecast covers")
+    add_renamed(api, "--forecast", "--forecast-hours", "forecast_hours", duration_type("h"), float,
+                "how far ahead the console's forecast covers: a duration (default 6h)", "6h", default=6.0)
     api.set_defaults(handler=guarded(api_serve))
     api_verbs = api.add_subparsers(dest="verb")
     keys = api_verbs.add_parser("keys", help="create, list or revoke API keys")
@@ -85,6 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kcreate.add_argument("--keys", type=Path, help=KEYS_HELP)
     klist = add(key_verbs, "list", api_keys_list, "list API keys: ids and tenants")
     klist.add_argument("--keys", type=Path, help=KEYS_HELP)
+    output_arg(klist)
     krevoke = add(key_verbs, "revoke", api_keys_revoke, "revoke an API key by its id")
     krevoke.add_argument("key_id")
     krevoke.add_argument("--keys", type=Path, help=KEYS_HELP)

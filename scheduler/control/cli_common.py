@@ -1,16 +1,27 @@
-"""What every control subcommand shares: connection flags, output (text or `--json`), and errors mapped to the
-exit codes scripts rely on (listed in scheduler/control/cli.py)."""
+"""What every control subcommand shares: connection flags, the default tenant, output (text, `--json`, `-o`), instants
+read in the command's `--tz`, and errors mapped to the exit codes scripts rely on (docs/cli.md)."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.config import Settings
+from scheduler.cli_support import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_FINDING,
+    EXIT_FORBIDDEN,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    kafka_exit_code,
+)
+from scheduler.config import TENANT_ENV, Settings
 from scheduler.control.client import (
     Conflict,
     NotFound,
@@ -21,26 +32,19 @@ from scheduler.control.client import (
     ValidationError,
 )
 from scheduler.kafka.views import ViewUnavailable
-from scheduler.timing.instants import format_utc, parse_instant, to_datetime, to_ms
+from scheduler.timing.cli_values import duration_type, resolve_instants
+from scheduler.timing.instants import format_utc, to_datetime
 
 Record = dict[str, Any]
+OUTPUTS = ("table", "json", "jsonl")
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NOT_FOUND, EXIT_CONFLICT, EXIT_QUOTA, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4, 5, 6
-EXIT_REJECTED = 7  # `schedules import`: some lines were rejected (the others went in)
+# The control commands' names for the one exit-code table (scheduler/cli_support.py, docs/cli.md).
+EXIT_ERROR, EXIT_USAGE, EXIT_QUOTA = EXIT_FINDING, EXIT_BAD_INPUT, EXIT_FORBIDDEN
+EXIT_REJECTED = EXIT_ERROR  # `schedules import`: some lines were rejected (the others went in): its finding
 EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
     (ValidationError, EXIT_USAGE), (NotFound, EXIT_NOT_FOUND), (Conflict, EXIT_CONFLICT),
     (QuotaExceeded, EXIT_QUOTA), (Unavailable, EXIT_UNAVAILABLE),
 )
-
-
-def instant_ms(text: str) -> int:
-    """An RFC 3339 instant, or epoch milliseconds."""
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        return to_ms(parse_instant(text))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not an RFC 3339 instant nor epoch ms: {text!r} ({exc})") from exc
 
 
 def utc(ms: int | None) -> str:
@@ -51,8 +55,15 @@ def common_args(parser: argparse.ArgumentParser) -> None:
     settings = Settings.from_env()
     parser.add_argument("--bootstrap", default=settings.bootstrap_servers, help="Kafka bootstrap servers")
     parser.add_argument("--prefix", default=settings.topic_prefix, help="topic prefix")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a result")
+    parser.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=30.0,
+                        help="how long to wait for a result: a duration, or seconds (default 30s)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def output_arg(parser: argparse.ArgumentParser) -> None:
+    """`-o` of the listing commands, whose rows line-oriented tools want one per line (`--json` is `-o json`)."""
+    parser.add_argument("-o", "--output", choices=OUTPUTS, default="table",
+                        help="table (for people, the default), json (one document) or jsonl (one line per row)")
 
 
 def client_log(args: argparse.Namespace) -> dict[str, str]:
@@ -63,12 +74,27 @@ def client_log(args: argparse.Namespace) -> dict[str, str]:
 
 
 def tenant_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tenant", required=True)
+    """`--tenant`, defaulting to $SCHEDULER_TENANT; `guarded` refuses the command when neither is given."""
+    parser.add_argument("--tenant", default=os.environ.get(TENANT_ENV) or None,
+                        help=f"the tenant (default ${TENANT_ENV})")
+    parser.set_defaults(tenant_required=True)
 
 
 def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> int:
-    print(json.dumps(data, indent=2, default=str) if args.json else human(data))
+    """`data` as `-o` asks: jsonl is a list's rows one per line (a single record is one line), for `jq -c`
+    pipelines and line-oriented tools."""
+    mode = output_mode(args)
+    if mode == "jsonl":
+        rows = data if isinstance(data, list) else [data]
+        print("\n".join(json.dumps(row, default=str) for row in rows))
+    else:
+        print(json.dumps(data, indent=2, default=str) if mode == "json" else human(data))
     return EXIT_OK
+
+
+def output_mode(args: argparse.Namespace) -> str:
+    """`-o`'s choice; `--json`, which scripts have used since the first release, is `-o json`."""
+    return "json" if getattr(args, "json", False) else getattr(args, "output", "table")
 
 
 def result_text(result: Record) -> str:
@@ -79,6 +105,12 @@ def result_text(result: Record) -> str:
 def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """Maps errors to exit codes, and prints them as text or JSON: one line, never a traceback."""
     def run(args: argparse.Namespace) -> int:
+        if getattr(args, "tenant_required", False) and not args.tenant:
+            return fail(args, "USAGE", f"no tenant: give --tenant T or set {TENANT_ENV}", EXIT_USAGE)
+        try:
+            resolve_instants(args, getattr(args, "time_zone", None))
+        except ValueError as exc:
+            return fail(args, "USAGE", str(exc), EXIT_USAGE)
         try:
             return fn(args)
         except SchedulerError as exc:
@@ -88,12 +120,13 @@ def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Names
             return fail(args, "UNAVAILABLE", str(exc), EXIT_UNAVAILABLE)
         except KafkaException as exc:  # not mapped to a reason by the client (e.g. a view's first metadata)
             error = exc.args[0]
-            return fail(args, error.name(), f"{error.str()} (Kafka at {args.bootstrap})", EXIT_ERROR)
+            return fail(args, error.name(), f"{error.str()} (Kafka at {args.bootstrap})",
+                        kafka_exit_code(exc, EXIT_ERROR))
     return run
 
 
 def fail(args: argparse.Namespace, reason: str, message: str, code: int) -> int:
-    if args.json:
+    if output_mode(args) != "table":
         print(json.dumps({"code": reason, "message": message}))
     print(f"error: {reason}: {message}", file=sys.stderr)
     return code

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -17,19 +18,23 @@ from scheduler.control.cli_common import (
     client_log,
     command,
     emit,
-    instant_ms,
+    output_arg,
     result_text,
     tenant_arg,
     utc,
 )
+from scheduler.cli_support import add_renamed
+from scheduler.config import TENANT_ENV
 from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec, preview
+from scheduler.timing.cli_values import duration_type, instant_type
 from scheduler.wire import vocabulary
 
-# CLI flag -> ScheduleSpec field, for the optional spec fields (argparse dest = field name).
-# The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, choices.
+# The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, durations
+# (the `*_ms` fields: `--lease 30s`, with `--lease-ms 30000` a deprecated alias), choices.
 _SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
 _SPEC_INT_FLAGS = tuple(name for name in vocabulary.integer_fields("ScheduleSpec")
                         if name not in _SPEC_INSTANT_FLAGS.values())
+_SPEC_DURATION_FLAGS = tuple(name for name in _SPEC_INT_FLAGS if name.endswith("_ms"))
 _SPEC_CHOICE_FLAGS = {name: vocabulary.choices(enum) for name, enum in vocabulary.enum_fields("ScheduleSpec").items()
                       if name != "kind"}
 
@@ -40,11 +45,16 @@ def _spec_args(parser: argparse.ArgumentParser, kind_required: bool) -> None:
     kind.add_argument("--every", help="fixed rate, e.g. 90m (anchored at --anchor, default: creation)")
     kind.add_argument("--at", help="one-shot: an RFC 3339 instant or a local date-time in --tz")
     kind.add_argument("--rrule", help='RFC 5545 rule, e.g. "DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU"')
-    parser.add_argument("--tz", dest="time_zone", help="IANA time zone (default UTC)")
+    parser.add_argument("--tz", dest="time_zone",
+                        help="IANA time zone (default UTC); also the zone of instants given without an offset")
     for flag in _SPEC_INSTANT_FLAGS:
-        parser.add_argument(f"--{flag}", type=instant_ms, help=f"{flag} instant (RFC 3339 or epoch ms)")
+        parser.add_argument(f"--{flag}", type=instant_type, help=f"{flag} instant (RFC 3339, epoch ms, or local in --tz)")
     for name in _SPEC_INT_FLAGS:
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
+        flag = f"--{name.replace('_', '-')}"
+        if name in _SPEC_DURATION_FLAGS:
+            add_renamed(parser, flag[:-3], flag, name, duration_type(), int, "a duration, e.g. 5m", "5m")
+        else:
+            parser.add_argument(flag, dest=name, type=int)
     for name, choices in _SPEC_CHOICE_FLAGS.items():
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=str.upper, choices=choices)
     parser.add_argument("--payload", help="payload (UTF-8 text)")
@@ -91,7 +101,8 @@ def schedules_create(args: argparse.Namespace) -> int:
 
 
 def schedules_import(args: argparse.Namespace) -> int:
-    """Exit 0 when every line was accepted, EXIT_REJECTED when any was rejected, 6 when any got no result."""
+    """Exit 0 when every line was accepted, EXIT_REJECTED (1, the command's finding) when any was rejected,
+    6 when any got no result."""
     from scheduler.control.schedule_import import import_lines, summary_text
 
     try:
@@ -164,7 +175,7 @@ def schedules_trigger(args: argparse.Namespace) -> int:
 
 def schedules_backfill(args: argparse.Namespace) -> int:
     return command(args, lambda c: c.backfill(args.tenant, args.schedule_id, args.from_ms, args.to_ms,
-                                               args.overlap))
+                                               args.overlap_policy))
 
 
 def schedules_preview(args: argparse.Namespace) -> int:
@@ -182,6 +193,15 @@ def schedules_preview(args: argparse.Namespace) -> int:
         spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
         fires = preview(spec, args.count, args.after)
     return emit(args, fires, _fires_text)
+
+
+def _upper_choice(choices: tuple[str, ...] | list[str]) -> Callable[[str], str]:
+    """An argparse type for a choice given in any case, for flags added by `add_renamed` (which takes types)."""
+    def convert(text: str) -> str:
+        if text.upper() not in choices:
+            raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(choices)})")
+        return text.upper()
+    return convert
 
 
 def occurrences_get(args: argparse.Namespace) -> int:
@@ -217,6 +237,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     listing = add(verbs, "list", schedules_list, "list a tenant's schedules")
     tenant_arg(listing)
     listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
+    output_arg(listing)
     update = add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     tenant_arg(update)
     update.add_argument("schedule_id")
@@ -235,14 +256,21 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     backfill = add(verbs, "backfill", schedules_backfill, "replay the fires of a past range (at most 1000)")
     tenant_arg(backfill)
     backfill.add_argument("schedule_id")
-    backfill.add_argument("--from", dest="from_ms", type=instant_ms, required=True)
-    backfill.add_argument("--to", dest="to_ms", type=instant_ms, required=True)
-    backfill.add_argument("--overlap", type=str.upper, choices=_SPEC_CHOICE_FLAGS["overlap_policy"])
+    backfill.add_argument("--from", dest="from_ms", type=instant_type, required=True,
+                          help="first instant (inclusive): RFC 3339, epoch ms, or local in --tz")
+    backfill.add_argument("--to", dest="to_ms", type=instant_type, required=True, help="last instant (inclusive)")
+    backfill.add_argument("--tz", dest="time_zone", help="IANA zone of --from/--to given without an offset")
+    overlap = _SPEC_CHOICE_FLAGS["overlap_policy"]
+    add_renamed(backfill, "--overlap-policy", "--overlap", "overlap_policy", _upper_choice(overlap),
+                _upper_choice(overlap), f"the replayed occurrences' overlap policy, one of {', '.join(overlap)} "
+                "(default: the schedule's)", "SKIP_IF_RUNNING", metavar="POLICY")
     prev = add(verbs, "preview", schedules_preview, "next fires of a schedule or of a spec (local)")
     prev.add_argument("schedule_id", nargs="?")
-    prev.add_argument("--tenant")
+    prev.add_argument("--tenant", default=os.environ.get(TENANT_ENV) or None,
+                      help=f"the stored schedule's tenant (default ${TENANT_ENV})")
     prev.add_argument("--count", type=int, default=10)
-    prev.add_argument("--after", type=instant_ms, help="fires strictly after this instant (default: now)")
+    output_arg(prev)
+    prev.add_argument("--after", type=instant_type, help="fires strictly after this instant (default: now)")
     _spec_args(prev, kind_required=False)
 
 

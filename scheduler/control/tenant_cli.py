@@ -7,18 +7,27 @@ import os
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding
 
+from scheduler.cli_support import add_renamed
 from scheduler.control.acls import grant_worker
-from scheduler.control.cli_common import Record, add, client_log, emit
+from scheduler.control.cli_common import Record, add, client_log, emit, output_arg
 from scheduler.control.client import SchedulerError, Unavailable, ValidationError
 from scheduler.control.tenants import QUOTA_DEFAULTS, TenantRegistry, validate_tenant_name
 from scheduler.kafka.views import ScheduleView
 from scheduler.wire.topology import Topology
 
+PER_SECOND = "_per_s"
+
 
 def _quota_args(parser: argparse.ArgumentParser) -> None:
+    """A flag per quota field; rates per second are named as `scheduler run` names them (`--trigger-rate`),
+    their field names (`--trigger-rate-per-s`) kept as deprecated aliases."""
     for name, default in QUOTA_DEFAULTS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=type(default),
-                            help=f"(default {default})")
+        flag = f"--{name.replace('_', '-')}"
+        if name.endswith(PER_SECOND):
+            add_renamed(parser, flag.removesuffix("-per-s"), flag, name, type(default), type(default),
+                        f"occurrences per second (default {default})", str(default), metavar="RATE")
+        else:
+            parser.add_argument(flag, dest=name, type=type(default), help=f"(default {default})")
 
 
 def _quotas(args: argparse.Namespace) -> Record:
@@ -102,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _quota_args(reg)
     tget = add(tverbs, "get", tenants_get, "show a tenant's quotas")
     tget.add_argument("name")
-    add(tverbs, "list", tenants_list, "list tenants")
+    output_arg(add(tverbs, "list", tenants_list, "list tenants"))
     quota = add(tverbs, "set-quota", tenants_set_quota, "change some of a tenant's quotas")
     quota.add_argument("name")
     _quota_args(quota)

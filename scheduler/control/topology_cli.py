@@ -6,15 +6,16 @@ import sys
 
 from confluent_kafka import KafkaException
 
-from scheduler.cli_support import print_ensure_rows
+from scheduler.cli_support import EXIT_BAD_INPUT, EXIT_FINDING, kafka_exit_code, print_ensure_rows
 from scheduler.config import Settings
 from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
 from scheduler.kafka.replication import REPLICATION_ENV
+from scheduler.timing.cli_values import duration_type
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
-EXIT_DIFFERS = 1
-EXIT_ERROR = 2
+EXIT_DIFFERS = EXIT_FINDING
+EXIT_ERROR = EXIT_BAD_INPUT
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ensure = commands.add_parser(
         "ensure",
         help="create missing topics; report (never alter) topics that differ from the layout",
-        description="Exit status: 0 all topics match, 1 some topic differs, 2 error.",
+        description="Exit status: 0 all topics match, 1 some topic differs, 2 a bad argument or layout, "
+                    "5 not authorized, 6 the cluster unreachable (docs/cli.md).",
     )
     _add_layout_arguments(ensure)
     ensure.add_argument("--bootstrap", help="bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
@@ -36,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
              f"(default: ${REPLICATION_ENV}, else min(3, brokers in the cluster))",
     )
     ensure.add_argument(
-        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds to wait for the cluster"
+        "--timeout", type=duration_type("s", bare_unit="s"), default=DEFAULT_TIMEOUT_S, metavar="DURATION",
+        help="how long to wait for the cluster: a duration, or seconds",
     )
     ensure.set_defaults(handler=run_ensure)
 
@@ -73,7 +76,7 @@ def run_ensure(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     except KafkaException as exc:
         print(f"scheduler topics ensure: Kafka at {bootstrap} failed: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return kafka_exit_code(exc)
     print_ensure_rows(report.created, report.ok, report.differences)
     print(
         f"{len(report.created)} created, {len(report.ok)} ok, {len(report.differing)} differing "

@@ -11,13 +11,15 @@ from datetime import datetime, timedelta, timezone
 from types import FrameType
 
 from scheduler.config import Settings, state_home
+from scheduler.timing.cli_values import duration_type
 
 TENANT = "demo"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     demo = subparsers.add_parser("demo", help="run broker, scheduler, demo schedules and a printing worker")
-    demo.add_argument("--duration", type=float, default=0, help="stop after this many seconds (0: until Ctrl-C)")
+    demo.add_argument("--duration", type=duration_type("s", bare_unit="s"), default=0, metavar="DURATION",
+                      help="stop after this long: a duration, or seconds (0: until Ctrl-C)")
     demo.set_defaults(handler=_demo)
 
 

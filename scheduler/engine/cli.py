@@ -13,9 +13,10 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from scheduler.cli_support import EXIT_BAD_INPUT, say
+from scheduler.cli_support import EXIT_BAD_INPUT, add_renamed, say
 from scheduler.config import Settings
 from scheduler.health.endpoint import DEFAULT_BIND
+from scheduler.timing.cli_values import duration_type
 
 if TYPE_CHECKING:
     from scheduler.engine.config import EngineConfig
@@ -38,7 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                           "a restart under the same id reuses its stores instead of restoring them from the changelogs")
     run.add_argument("--state-dir", type=Path, help="local RocksDB state (default: $SCHEDULER_STATE_DIR); one "
                                                     "process per instance id in it, enforced by a lock")
-    run.add_argument("--horizon", type=float, default=120.0, help="seconds of occurrences kept materialized")
+    run.add_argument("--horizon", type=duration_type("s", bare_unit="s"), default=120.0, metavar="DURATION",
+                     help="how far ahead occurrences are kept materialized: a duration, or seconds (default 2m)")
     run.add_argument("--trigger-rate", type=float, default=1_000_000.0,
                      help="default per-tenant dispatch rate limit (occurrences/s)")
     run.add_argument("--tenant-rate", action="append", default=[], metavar="TENANT=RATE",
@@ -55,9 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--input-batch", type=int, default=1_000,
                      help="input records a turn (one transaction) takes at most: more amortizes a transaction's "
                           "cost over more commands in a bulk load, and makes each turn, and so dispatch, wait longer")
-    run.add_argument("--input-slice-ms", type=int, default=500,
-                     help="a turn stops taking input records after this long and leaves the rest to the next "
-                          "turns, so a bulk load of CreateBatch records does not hold dispatch back")
+    add_renamed(run, "--input-slice", "--input-slice-ms", "input_slice_ms", duration_type(), int,
+                "a turn stops taking input records after this long (default 500ms) and leaves the rest to the "
+                "next turns, so a bulk load of CreateBatch records does not hold dispatch back", "500ms", default=500)
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
                           "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")

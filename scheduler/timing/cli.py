@@ -20,7 +20,8 @@ from scheduler.timing.cron import MONTH_END_OPTIONS
 from scheduler.timing.dst import GAP_OPTIONS, OVERLAP_OPTIONS
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import Fire, excluded_between, next_fires, require_fire
-from scheduler.timing.instants import UTC, format_offset, format_utc, parse_instant
+from scheduler.timing.cli_values import parse_instant_ms
+from scheduler.timing.instants import UTC, format_offset, format_utc, to_datetime
 from scheduler.timing.zones import load_zone
 from scheduler.timing.spec import parse_spec
 
@@ -36,8 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kind.add_argument("--rrule", help='RFC 5545 rule, DTSTART local in --tz, e.g. '
                                       '"DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU EXDATE:20261208"')
     parser.add_argument("--tz", default="UTC", help="IANA time zone of cron / rrule / local one-shot (default UTC)")
-    parser.add_argument("--start", help="RFC 3339 instant; fires strictly after it (default: now)")
-    parser.add_argument("--end", help="RFC 3339 instant; no fires after it")
+    parser.add_argument("--start", help="instant (RFC 3339, epoch ms, or local in --tz); fires strictly after it "
+                                        "(default: now)")
+    parser.add_argument("--end", help="instant (RFC 3339, epoch ms, or local in --tz); no fires after it")
     parser.add_argument("--count", type=int, default=10, help="how many fires to print (default 10)")
     parser.add_argument("--max-fires", type=int, help="the schedule's maximum number of fires")
     parser.add_argument("--dst-gap", default="skip", choices=GAP_OPTIONS)
@@ -50,11 +52,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _instant_arg(field: str, text: str | None) -> datetime | None:
+def _instant_arg(field: str, text: str | None, zone_name: str) -> datetime | None:
+    """The command line's instant grammar (cli_values), reported as the spec field it sets."""
     if text is None:
         return None
     try:
-        return parse_instant(text)
+        return to_datetime(parse_instant_ms(text, zone_name))
     except ValueError as exc:
         raise SpecError(field, str(exc)) from exc
 
@@ -76,8 +79,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.count < 0:
             raise SpecError("count", "must not be negative")
-        start = _instant_arg("start_at", args.start)
-        end = _instant_arg("end_at", args.end)
+        start = _instant_arg("start_at", args.start, args.tz)
+        end = _instant_arg("end_at", args.end, args.tz)
         if args.every is not None:
             kind, expression = "rate", args.every if args.every.lower().startswith("every") else f"every {args.every}"
         elif args.cron is not None:

@@ -12,20 +12,23 @@ from types import FrameType
 
 from scheduler.control.acls import scram_client_config
 from scheduler.wire.codec import codec_from_settings
-from scheduler.config import Settings
+from scheduler.cli_support import EXIT_BAD_INPUT, EXIT_FORBIDDEN, add_renamed
+from scheduler.config import TENANT_ENV, Settings
 from scheduler.health.endpoint import DEFAULT_BIND, serve
 from scheduler.kafka.clients import NotAuthorized, connection
+from scheduler.timing.cli_values import duration_type
 from scheduler.worker.attempt import Handler
 from scheduler.worker.worker import DEFAULT_PRIORITIES, Worker, WorkerOptions
 
-# A traceback (an unexpected failure) exits 1 too; refused access is reported without one.
-EXIT_ERROR, EXIT_USAGE = 1, 2
+# Refused access exits 5 (forbidden, docs/cli.md), reported in one line without a traceback.
+EXIT_USAGE = EXIT_BAD_INPUT
 SASL_CREDENTIALS = frozenset({"sasl.mechanism", "sasl.username", "sasl.password"})
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("worker", help="run a worker: a handler per occurrence of a tenant")
-    parser.add_argument("--tenant", required=True)
+    parser.add_argument("--tenant", default=os.environ.get(TENANT_ENV) or None, required=not os.environ.get(TENANT_ENV),
+                        help=f"the tenant whose occurrences it runs (default ${TENANT_ENV})")
     parser.add_argument("--handler", required=True, metavar="MODULE:FUNCTION", dest="handler_path",
                         help="import path of handler(occurrence, ctx)")
     parser.add_argument("--group-id", help="consumer (or share) group (default: <prefix>.workers.<tenant>, "
@@ -34,10 +37,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--priority", action="append", choices=DEFAULT_PRIORITIES, dest="priorities",
                         help="priority topics to read (repeatable; default: all)")
     parser.add_argument("--worker-id", help="stable id of this worker (default: host-pid); names its transactional id")
-    parser.add_argument("--session-timeout-ms", type=int, default=WorkerOptions.session_timeout_ms,
-                        help="how soon the group gives a silent worker's partitions to others")
-    parser.add_argument("--max-poll-interval-ms", type=int, default=WorkerOptions.max_poll_interval_ms,
-                        help="longest a handler may run before the group considers the worker gone")
+    add_renamed(parser, "--session-timeout", "--session-timeout-ms", "session_timeout_ms", duration_type(), int,
+                f"how soon the group gives a silent worker's partitions to others "
+                f"(default {WorkerOptions.session_timeout_ms}ms)", "45s", default=WorkerOptions.session_timeout_ms)
+    add_renamed(parser, "--max-poll-interval", "--max-poll-interval-ms", "max_poll_interval_ms", duration_type(), int,
+                f"longest a handler may run before the group considers the worker gone "
+                f"(default {WorkerOptions.max_poll_interval_ms}ms)", "5m", default=WorkerOptions.max_poll_interval_ms)
     parser.add_argument("--sasl-user", metavar="USER",
                         help="authenticate as this SCRAM-SHA-512 user (see tenants grant-worker), over "
                              "SASL_PLAINTEXT unless --client-config sets security.protocol=SASL_SSL")
@@ -133,5 +138,5 @@ def _run(args: argparse.Namespace) -> int:
         worker.run()
     except NotAuthorized as exc:
         print(f"scheduler worker: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_FORBIDDEN
     return 0

@@ -307,7 +307,7 @@ def test_a_worker_missing_one_acl_fails_at_once_naming_it(cluster: Cluster, miss
     assert refused_name in refused.resource
 
 
-def test_the_worker_command_refused_access_exits_1_with_the_reason(cluster: Cluster, tmp_path: Path) -> None:
+def test_the_worker_command_refused_access_exits_5_with_the_reason(cluster: Cluster, tmp_path: Path) -> None:
     worker = WorkerProcess(cluster.broker.sasl_bootstrap, cluster.prefix, TENANT_B, "worker_handlers:record", tmp_path,
                            extra_args=WORKER_A_SASL_ARGS, env=WORKER_A_PASSWORD_ENV).start()
     assert worker.proc is not None
@@ -316,7 +316,7 @@ def test_the_worker_command_refused_access_exits_1_with_the_reason(cluster: Clus
     finally:
         worker.stop_quietly()
 
-    assert code == 1, worker.log_tail()
+    assert code == 5, worker.log_tail()  # forbidden (docs/cli.md); 1 before issue 33
     assert f"not authorized for topic {cluster.topic('schedule-view', TENANT_B)}" in worker.log_tail()
     assert "Traceback" not in worker.log_tail()
 

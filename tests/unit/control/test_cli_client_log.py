@@ -36,13 +36,17 @@ def test_verbose_shows_librdkafkas_own_log() -> None:
     assert lines[-1].startswith("error: UNAVAILABLE: cannot reach the cluster")
 
 
-def test_a_kafka_error_the_client_does_not_map_is_one_line_and_exit_1(capsys) -> None:
-    """A view's first metadata request (e.g. `tenants list`) raised through as a traceback; the exit code
-    was 1 then and stays 1."""
-    def handler(_args: argparse.Namespace) -> int:
-        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata"))
+def test_a_kafka_error_the_client_does_not_map_is_one_line_with_the_tables_exit_code(capsys) -> None:
+    """A view's first metadata request (e.g. `tenants list`) raised through as a traceback, exit 1; now one
+    line, and the exit code of docs/cli.md: 6 unreachable (it was 1 before issue 33), 5 refused, else 1."""
+    def failing(code: int):
+        def handler(_args: argparse.Namespace) -> int:
+            raise KafkaException(KafkaError(code, "Failed to get metadata"))
+        return handler
 
     args = argparse.Namespace(json=False, bootstrap="127.0.0.1:1")
-    assert guarded(handler)(args) == EXIT_ERROR == 1
+    assert guarded(failing(KafkaError._TRANSPORT))(args) == EXIT_UNAVAILABLE == 6
     assert capsys.readouterr().err.splitlines() == [
         "error: _TRANSPORT: Failed to get metadata (Kafka at 127.0.0.1:1)"]
+    assert guarded(failing(KafkaError.TOPIC_AUTHORIZATION_FAILED))(args) == 5
+    assert guarded(failing(KafkaError.INVALID_CONFIG))(args) == EXIT_ERROR == 1
