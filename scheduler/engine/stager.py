@@ -43,7 +43,7 @@ class StageRunner:
         self.stage: Stage | None = None
         self.rate_per_s = config.stage_rate_per_s
         self.produce_rate_per_s = config.stage_produce_rate_per_s
-        self.bursts = BurstCounter()
+        self.bursts = BurstCounter(max(1, config.stage_min))
         self._nothing_at: int | None = None  # an instant whose stage found nothing stageable: not staged again
         self._pending = stage_records.Pending([])  # the producing stage's records not yet produced
 

@@ -365,3 +365,17 @@ def test_bursts_are_counted_a_slice_at_a_time_and_published_when_the_sweep_is_th
     assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}
     for store in stores:
         store.close()
+
+
+def test_a_sweep_publishes_only_the_instants_big_enough_to_stage(tmp_path):
+    """At the daily average nearly every millisecond of the lead has an entry: the stager must not look through
+    them all every turn, so the counter keeps only the instants with at least the stage minimum."""
+    now = T - 30_000
+    store = PartitionStore(tmp_path / "p0")
+    entries = {occurrence_key(DISPATCH, T, f"b{i:06d}", T): b"x" for i in range(50)}
+    entries.update({occurrence_key(DISPATCH, T - 20_000 + i, f"s{i:06d}", T - 20_000 + i): b"x" for i in range(500)})
+    store.write({"timeline": entries}, {})
+    counter = BurstCounter(minimum=50)
+    counter.step([store], now, 60_000)
+    assert counter.counts == {T: 50}
+    store.close()
