@@ -59,8 +59,10 @@ def _table_cell(row_start: str, column: int) -> Callable[[str], float]:
     def read(text: str) -> float:
         for line in text.splitlines():
             if line.startswith(row_start):
-                return _number(line.strip("|").split("|")[column].strip().strip("*"))
-        raise ValueError(f"no row starting with {row_start!r}")
+                cell = line.strip("|").split("|")[column].strip().strip("*")
+                if re.fullmatch(r"[\d,.]+", cell):  # not the header row, which may start alike
+                    return _number(cell)
+        raise ValueError(f"no row starting with {row_start!r} with a number in column {column}")
     return read
 
 
@@ -99,9 +101,14 @@ BENCHES = (
 )
 
 
-def run_bench(bench: Bench, bootstrap: str | None, log_dir: Path) -> str:
-    """Run one bench as a child (its own report in bench/results) and return that report's text."""
+def run_bench(bench: Bench, bootstrap: str | None, log_dir: Path, reuse: bool) -> str:
+    """Run one bench as a child (its own report in bench/results) and return that report's text; with
+    `reuse`, read the report its last run left instead."""
     report = RESULTS / bench.report
+    if reuse:
+        if not report.exists():
+            raise RuntimeError(f"{bench.name}: no report {report} to reuse")
+        return report.read_text()
     report.unlink(missing_ok=True)
     argv = [sys.executable, str(BENCH / bench.argv[0]), *bench.argv[1:]]
     if bench.takes_bootstrap and bootstrap:
@@ -147,6 +154,8 @@ def main() -> int:
     p.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
                    help="use this broker (default: start one for the run)")
     p.add_argument("--update", action="store_true", help="write this run's figures as the baseline")
+    p.add_argument("--reuse", action="store_true",
+                   help="read the reports the benches' last runs left in bench/results instead of running them")
     args = p.parse_args()
     chosen = [b for b in BENCHES if not args.only or b.name in args.only.split(",")]
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {"figures": {}}
@@ -156,7 +165,7 @@ def main() -> int:
     log_dir = Path(tempfile.mkdtemp(prefix="regress-"))
     broker = None
     bootstrap = args.bootstrap
-    if not bootstrap:
+    if not bootstrap and not args.reuse:
         broker = LocalBroker(log_dir / "kafka", port=free_port(), controller_port=free_port())
         bootstrap = broker.start()
     rows: list[tuple[Figure, float | None, float | None, str]] = []
@@ -164,14 +173,14 @@ def main() -> int:
     try:
         for bench in chosen:
             try:
-                text = run_bench(bench, bootstrap, log_dir)
-            except RuntimeError as exc:
-                print(f"  {exc}", flush=True)
+                text = run_bench(bench, bootstrap, log_dir, args.reuse)
+                read = [(figure, figure.read(text)) for figure in bench.figures]
+            except (RuntimeError, ValueError, KeyError) as exc:
+                print(f"  {bench.name}: {exc}", flush=True)
                 failed = True
                 rows += [(f, baseline["figures"].get(f.name, {}).get("value"), None, "FAILED") for f in bench.figures]
                 continue
-            for figure in bench.figures:
-                now = figure.read(text)
+            for figure, now in read:
                 base = baseline["figures"].get(figure.name, {}).get("value")
                 rows.append((figure, base, now, verdict(figure, now, base)))
     finally:
