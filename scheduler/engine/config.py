@@ -56,9 +56,10 @@ class EngineConfig:
     # default) ahead, so what does not fit waits a turn at no cost.
     plan_slice_ms: int = 100
     idle_poll_ms: int = 50
-    # A turn with work begins at most this often (an open stage aside): each turn is a transaction whose fixed
-    # cost (begin, produce flush, commit, store write, metrics) outweighed its few occurrences when the loop
-    # turned for every entry falling due. Occurrences wait up to this long for their turn.
+    # The loop's poll waits at least this long after a turn with work began before it turns again for due
+    # entries: each turn is a transaction whose fixed cost (begin, produce flush, commit, store write, metrics)
+    # outweighed its few occurrences when the loop turned for every entry falling due. Inputs, restores, a
+    # stage and the burst counter's sweep still turn the loop sooner (a CI run counted 50 turns/s at 2,333/s).
     turn_interval_ms: int = 100
     # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
     # in the process (0: never), are produced ahead in a transaction committed at the instant.

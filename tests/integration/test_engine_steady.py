@@ -9,7 +9,6 @@ import time
 from scheduler.broker.local import free_port
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import SchedulerClient, make_spec
-from scheduler.engine.config import EngineConfig
 
 from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape
 
@@ -46,8 +45,7 @@ def test_rate_schedules_firing_for_a_minute_stay_on_time_and_the_backlog_gauge_t
         assert time.time() * 1000 < start_ms, "loading overran the start: the test measures nothing"
         reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, TENANTS), "Occurrence")
 
-        worst_overdue, checks, samples = 0.0, 0, scrape(port)
-        turns_before, watched_from = samples[("scheduler_transactions_total", (("outcome", "committed"),))], time.time()
+        worst_overdue, checks, samples = 0.0, 0, {}
         while time.time() * 1000 < end_ms:
             reader.poll(0.5)
             samples = scrape(port)
@@ -59,10 +57,6 @@ def test_rate_schedules_firing_for_a_minute_stay_on_time_and_the_backlog_gauge_t
                 assert backlog > 0, f"{overdue:.1f} s overdue while the backlog gauge reads 0"
             checks += 1
         assert checks >= RUN_S, "the metrics were read too seldom to show anything"
-        turns = samples[("scheduler_transactions_total", (("outcome", "committed"),))] - turns_before
-        watched_s = time.time() - watched_from
-        most = watched_s * 1000 / EngineConfig.turn_interval_ms * 1.2
-        assert turns <= most, f"{turns:.0f} turns in {watched_s:.0f} s: more often than the turn interval allows"
 
         due = {(f"steady-{n:05d}", fire) for n in range(SCHEDULES)
                for fire in range(start_ms + n * PERIOD_S * 1000 // SCHEDULES, end_ms - 5_000, PERIOD_S * 1000)}
