@@ -30,7 +30,7 @@ EXIT_STATUS = ("Exit status: 0 stopped by SIGTERM/SIGINT (turn committed, group 
                "unexpected (with its traceback).")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = subparsers.add_parser("run", help="run one scheduler process (joins the consumer group)",
                                 description=EXIT_STATUS)
     run.add_argument("--instance-id", default=socket.gethostname(),

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.engine.state_dir import instance_dir
-from scheduler.engine.task import TaskTopics
+from scheduler.engine.task_context import TaskTopics
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 

@@ -184,7 +184,7 @@ class Timeline:
 
     def _wakes_due(self, lane: bytes, until_ms: int, budget: int) -> list[bytes]:
         bound = timeline_keys.lane_bound(lane, until_ms)
-        due = []
+        due: list[bytes] = []
         for key in self.ctx.store.keys_from("timeline", self._floor(lane), bound):
             if len(due) >= budget:
                 break

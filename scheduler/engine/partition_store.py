@@ -136,7 +136,8 @@ class PartitionStore:
 
 def _unlogged() -> WriteOptions:
     options = WriteOptions()
-    options.disable_wal = True
+    # rocksdict's stub declares disable_wal a setter method; the class has a settable attribute.
+    options.disable_wal = True  # type: ignore[method-assign, assignment]
     return options
 
 

@@ -6,7 +6,7 @@ dicts the Avro decoder returns: these types cost nothing at run time.
 """
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 # Admission verbs.
 AdmissionKind = Literal["RESERVE", "RELEASE", "UNKNOWN", "WANT_RUNNING", "RETURN_RUNNING"]
@@ -116,9 +116,9 @@ class AdmissionRequest(TypedDict):
     schedule_id: str
     kind: AdmissionKind
     requested_at_ms: int
-    partition: int | None
-    count: int
-    schedule_ids: list[str]
+    partition: NotRequired[int | None]
+    count: NotRequired[int]
+    schedule_ids: NotRequired[list[str]]
 
 
 class AdmissionResult(TypedDict):
@@ -134,9 +134,9 @@ class AdmissionResult(TypedDict):
     active_schedules: int
     max_active_schedules: int
     decided_at_ms: int
-    running_slots: int | None
-    granted_ids: list[str]
-    refused_ids: list[str]
+    running_slots: NotRequired[int | None]
+    granted_ids: NotRequired[list[str]]
+    refused_ids: NotRequired[list[str]]
 
 
 class ApiKey(TypedDict):
@@ -145,7 +145,7 @@ class ApiKey(TypedDict):
     """
 
     key_id: str
-    tenant: str | None
+    tenant: NotRequired[str | None]
     sha256: str
     created_at_ms: int
 
@@ -163,12 +163,12 @@ class AttemptEvent(TypedDict):
     attempt: int
     attempt_token: str
     kind: AttemptKind
-    retryable: bool
-    error_class: str | None
-    error_message: str | None
-    worker_id: str | None
+    retryable: NotRequired[bool]
+    error_class: NotRequired[str | None]
+    error_message: NotRequired[str | None]
+    worker_id: NotRequired[str | None]
     at_ms: int
-    progress: str | None
+    progress: NotRequired[str | None]
 
 
 class Command(TypedDict):
@@ -180,14 +180,14 @@ class Command(TypedDict):
     type: CommandType
     schedule_id: str
     tenant: str
-    idempotency_key: str | None
-    expected_version: int | None
-    spec: ScheduleSpec | None
-    occurrence_id: str | None
+    idempotency_key: NotRequired[str | None]
+    expected_version: NotRequired[int | None]
+    spec: NotRequired[ScheduleSpec | None]
+    occurrence_id: NotRequired[str | None]
     issued_at_ms: int
-    backfill_from_ms: int | None
-    backfill_to_ms: int | None
-    overlap_override: OverlapPolicy | None
+    backfill_from_ms: NotRequired[int | None]
+    backfill_to_ms: NotRequired[int | None]
+    overlap_override: NotRequired[OverlapPolicy | None]
 
 
 class CommandResult(TypedDict):
@@ -198,11 +198,11 @@ class CommandResult(TypedDict):
     tenant: str
     command_type: str
     status: CommandStatus
-    version: int | None
-    next_fires_ms: list[int]
-    reason: RejectReason | None
-    message: str | None
-    source: str | None
+    version: NotRequired[int | None]
+    next_fires_ms: NotRequired[list[int]]
+    reason: NotRequired[RejectReason | None]
+    message: NotRequired[str | None]
+    source: NotRequired[str | None]
     processed_at_ms: int
 
 
@@ -249,10 +249,10 @@ class Occurrence(TypedDict):
     available_at_ms: int
     priority: Priority
     payload: bytes
-    attempt: int
-    dst_rule: str | None
-    catch_up: bool
-    lease_ms: int
+    attempt: NotRequired[int]
+    dst_rule: NotRequired[str | None]
+    catch_up: NotRequired[bool]
+    lease_ms: NotRequired[int]
 
 
 class OccurrenceEvent(TypedDict):
@@ -261,16 +261,16 @@ class OccurrenceEvent(TypedDict):
     (range_first_ms..range_last_ms, count).
     """
 
-    occurrence_id: str | None
+    occurrence_id: NotRequired[str | None]
     schedule_id: str
     tenant: str
     schedule_version: int
-    scheduled_for_ms: int | None
+    scheduled_for_ms: NotRequired[int | None]
     kind: OccurrenceEventKind
     reason: str
-    range_first_ms: int | None
-    range_last_ms: int | None
-    count: int
+    range_first_ms: NotRequired[int | None]
+    range_last_ms: NotRequired[int | None]
+    count: NotRequired[int]
     recorded_at_ms: int
 
 
@@ -285,20 +285,20 @@ class OccurrenceStatus(TypedDict):
     schedule_version: int
     scheduled_for_ms: int
     state: OccurrenceState
-    attempt: int
-    attempt_token: str | None
-    next_attempt_at_ms: int | None
-    attempts: list[AttemptEvent]
+    attempt: NotRequired[int]
+    attempt_token: NotRequired[str | None]
+    next_attempt_at_ms: NotRequired[int | None]
+    attempts: NotRequired[list[AttemptEvent]]
     updated_at_ms: int
-    lease_expires_at_ms: int | None
-    progress: str | None
+    lease_expires_at_ms: NotRequired[int | None]
+    progress: NotRequired[str | None]
 
 
 class RunningRef(TypedDict):
     """An occurrence in flight."""
 
     occurrence_id: str
-    attempt_token: str | None
+    attempt_token: NotRequired[str | None]
     since_ms: int
 
 
@@ -309,26 +309,26 @@ class ScheduleSpec(TypedDict):
 
     kind: SpecKind
     expression: str
-    time_zone: str
-    anchor_at_ms: int | None
-    start_at_ms: int | None
-    end_at_ms: int | None
-    max_fires: int | None
-    dst_gap: DstGapPolicy
-    dst_overlap: DstOverlapPolicy
-    priority: Priority
-    flexible_window_ms: int
-    misfire_policy: MisfirePolicy
-    catch_up_limit: int
-    max_lateness_ms: int
-    overlap_policy: OverlapPolicy
-    payload: bytes
-    max_attempts: int
-    retry_backoff_ms: int
-    run_timeout_ms: int
-    occurrence_deadline_ms: int
-    month_end: MonthEndPolicy
-    lease_ms: int
+    time_zone: NotRequired[str]
+    anchor_at_ms: NotRequired[int | None]
+    start_at_ms: NotRequired[int | None]
+    end_at_ms: NotRequired[int | None]
+    max_fires: NotRequired[int | None]
+    dst_gap: NotRequired[DstGapPolicy]
+    dst_overlap: NotRequired[DstOverlapPolicy]
+    priority: NotRequired[Priority]
+    flexible_window_ms: NotRequired[int]
+    misfire_policy: NotRequired[MisfirePolicy]
+    catch_up_limit: NotRequired[int]
+    max_lateness_ms: NotRequired[int]
+    overlap_policy: NotRequired[OverlapPolicy]
+    payload: NotRequired[bytes]
+    max_attempts: NotRequired[int]
+    retry_backoff_ms: NotRequired[int]
+    run_timeout_ms: NotRequired[int]
+    occurrence_deadline_ms: NotRequired[int]
+    month_end: NotRequired[MonthEndPolicy]
+    lease_ms: NotRequired[int]
 
 
 class ScheduleState(TypedDict):
@@ -341,28 +341,28 @@ class ScheduleState(TypedDict):
     version: int
     state: ScheduleStatus
     spec: ScheduleSpec
-    idempotency_key: str | None
+    idempotency_key: NotRequired[str | None]
     create_command_id: str
     created_at_ms: int
     updated_at_ms: int
-    next_fire_ms: int | None
+    next_fire_ms: NotRequired[int | None]
     fired_count: int
-    pending: list[TimelineRef]
-    running: list[RunningRef]
-    admission_waiters: list[str]
-    first_next_fires_ms: list[int]
-    lost_attempts: list[LostAttempt]
+    pending: NotRequired[list[TimelineRef]]
+    running: NotRequired[list[RunningRef]]
+    admission_waiters: NotRequired[list[str]]
+    first_next_fires_ms: NotRequired[list[int]]
+    lost_attempts: NotRequired[list[LostAttempt]]
 
 
 class Tenant(TypedDict):
     """A tenant's quotas and rates, on the compacted <prefix>.tenants topic keyed by tenant."""
 
     tenant: str
-    max_active_schedules: int
-    trigger_rate_per_s: float
-    max_concurrency: int
-    catch_up_rate_per_s: float
-    retry_budget_per_min: int
+    max_active_schedules: NotRequired[int]
+    trigger_rate_per_s: NotRequired[float]
+    max_concurrency: NotRequired[int]
+    catch_up_rate_per_s: NotRequired[float]
+    retry_budget_per_min: NotRequired[int]
     created_at_ms: int
 
 
@@ -377,10 +377,10 @@ class TimelineEntry(TypedDict):
     occurrence_id: str
     scheduled_for_ms: int
     available_at_ms: int
-    deadline_ms: int | None
-    overlap_policy: OverlapPolicy
+    deadline_ms: NotRequired[int | None]
+    overlap_policy: NotRequired[OverlapPolicy]
     topic: str
-    lane: Lane
+    lane: NotRequired[Lane]
     occurrence: bytes
 
 
@@ -389,4 +389,4 @@ class TimelineRef(TypedDict):
 
     due_ms: int
     scheduled_for_ms: int
-    rank: int
+    rank: NotRequired[int]

@@ -169,7 +169,7 @@ def _describe(node: Json) -> str:
     if isinstance(node, list):
         return "[" + ", ".join(_describe(branch) for branch in node) + "]"
     if isinstance(node, dict) and "name" in node:
-        return node["name"]
+        return str(node["name"])
     kind = _kind(node)
     logical = _logical_type(node)
     return f"{kind}({logical})" if logical else kind

@@ -7,8 +7,9 @@ every `record["field"]` and every symbol compared against a field.
 
 Mapping: one `TypedDict` per named record, nested ones too; `["null", T]` is `T | None`; `long` and
 `int` are `int`, `float` and `double` are `float`, `bytes` is `bytes`, an array is `list[T]`, a map
-is `dict[str, T]`. Every field is required: the decoder fills defaults, so a decoded record has them
-all. Regenerate after changing a schema with `python -m scheduler.wire.typegen`;
+is `dict[str, T]`. A field with a default is `NotRequired`: the encoder fills it in when a record
+built by our code leaves it out (a decoded record has every field, and mypy lets code read it).
+Regenerate after changing a schema with `python -m scheduler.wire.typegen`;
 `tests/unit/wire/test_typegen.py` fails while the file is out of date.
 """
 from __future__ import annotations
@@ -43,7 +44,7 @@ dicts the Avro decoder returns: these types cost nothing at run time.
 """
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 '''
 
 
@@ -94,6 +95,12 @@ def python_type(node: Json) -> str:
     return python_type(kind)
 
 
+def field_type(field: Json) -> str:
+    """A field with a default may be left out of a record the code builds: the encoder fills it in."""
+    text = python_type(field["type"])
+    return f"NotRequired[{text}]" if "default" in field else text
+
+
 def docstring(text: str, indent: str) -> list[str]:
     wrapped = textwrap.wrap(text.replace('"""', "'''"), LINE_LENGTH - len(indent) - 6, break_on_hyphens=False) or [""]
     if len(wrapped) == 1:
@@ -118,7 +125,7 @@ def record_lines(node: Json) -> list[str]:
     lines = [f"class {short(node['name'])}(TypedDict):"]
     if node.get("doc"):
         lines += docstring(node["doc"], "    ") + [""]
-    lines += [f"    {field['name']}: {python_type(field['type'])}" for field in node["fields"]]
+    lines += [f"    {field['name']}: {field_type(field)}" for field in node["fields"]]
     return lines
 
 

@@ -29,6 +29,7 @@ def test_unions_with_null_are_optional_and_containers_are_typed() -> None:
         "name": "scheduler.v1.Sample",
         "fields": [
             {"name": "when_ms", "type": ["null", "long"]},
+            {"name": "count", "type": "int", "default": 1},
             {"name": "names", "type": {"type": "array", "items": "string"}},
             {"name": "by_name", "type": {"type": "map", "values": "double"}},
             {"name": "inner", "type": {"type": "enum", "name": "Colour", "symbols": ["RED", "BLUE"]}},
@@ -37,6 +38,7 @@ def test_unions_with_null_are_optional_and_containers_are_typed() -> None:
     text = typegen.render([node])
     assert "    when_ms: int | None" in text
     assert "    names: list[str]" in text
+    assert "    count: NotRequired[int]" in text
     assert "    by_name: dict[str, float]" in text
     assert 'Colour = Literal["RED", "BLUE"]' in text
     assert "    inner: Colour" in text
