@@ -17,9 +17,11 @@ from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
-    Counter as PromCounter,
     Gauge,
     Histogram,
+)
+from prometheus_client import (
+    Counter as PromCounter,
 )
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.gc_collector import GCCollector

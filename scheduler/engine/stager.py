@@ -16,11 +16,11 @@ from scheduler.engine import stage_layout, stage_records, staging
 from scheduler.engine.burst_count import BurstCounter
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
+from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 

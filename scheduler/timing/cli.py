@@ -16,14 +16,14 @@ import sys
 from datetime import datetime
 
 from scheduler.timing import calendar_view
+from scheduler.timing.cli_values import parse_instant_ms
 from scheduler.timing.cron import MONTH_END_OPTIONS
 from scheduler.timing.dst import GAP_OPTIONS, OVERLAP_OPTIONS
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import Fire, excluded_between, next_fires, require_fire
-from scheduler.timing.cli_values import parse_instant_ms
 from scheduler.timing.instants import UTC, format_offset, format_utc, to_datetime
-from scheduler.timing.zones import load_zone
 from scheduler.timing.spec import parse_spec
+from scheduler.timing.zones import load_zone
 
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 

@@ -18,14 +18,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+from confluent_kafka.schema_registry import (
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.serde import SchemaId
 from confluent_kafka.serialization import MessageField, SerializationContext
 from fastavro import schemaless_reader, schemaless_writer
 
 from scheduler.config import Settings
-from scheduler.wire.schemas import SchemaVersion, fullname, load_current, load_history, schema_dir
+from scheduler.wire.schemas import (
+    SchemaVersion,
+    fullname,
+    load_current,
+    load_history,
+    schema_dir,
+)
 
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8

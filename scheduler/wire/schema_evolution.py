@@ -24,9 +24,9 @@ from scheduler.wire.schemas import (
     HISTORY_DIR,
     PRIMITIVES,
     Json,
-    qualify,
     load_current,
     load_history,
+    qualify,
     schema_dir,
 )
 
