@@ -13,7 +13,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from scheduler.timing.errors import SpecError
-from scheduler.timing.instants import EPOCH, UTC
+from scheduler.timing.instants import EPOCH, UTC, utc_offset
 
 # Bound on |UTC offset| (tzdata's largest, a historical LMT, is under 16 h):
 # the instant of a wall time w always lies in [w - MAX_OFFSET, w + MAX_OFFSET].
@@ -63,7 +63,7 @@ def _year_table(name: str, year: int) -> tuple[int, tuple[int, ...], tuple[int, 
     at = datetime.fromtimestamp
     start, end = year_start(year), year_start(year + 1)
     grid = [*range(start - 1, end - 1, _SAMPLE_STEP), end - 1]
-    samples = [at(t, zone).utcoffset() for t in grid]
+    samples = [utc_offset(at(t, zone)) for t in grid]
     current = samples[0]
     times: list[int] = []
     offsets: list[int] = []
@@ -77,7 +77,7 @@ def _year_table(name: str, year: int) -> tuple[int, tuple[int, ...], tuple[int, 
                     lo = mid
                 else:
                     hi = mid
-            current = at(hi, zone).utcoffset()
+            current = utc_offset(at(hi, zone))
             times.append(hi)
             offsets.append(int(current.total_seconds()))
             lo = hi
