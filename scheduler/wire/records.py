@@ -10,18 +10,22 @@ from typing import Literal, NotRequired, TypedDict
 
 # Admission verbs.
 AdmissionKind = Literal["RESERVE", "RELEASE", "UNKNOWN", "WANT_RUNNING", "RETURN_RUNNING"]
+AdmissionKindChoice = Literal["RESERVE", "RELEASE", "WANT_RUNNING", "RETURN_RUNNING"]
 
 
 # Attempt steps.
 AttemptKind = Literal["STARTED", "SUCCEEDED", "FAILED", "SKIPPED_STALE", "HEARTBEAT", "UNKNOWN", "LOST"]
+AttemptKindChoice = Literal["STARTED", "SUCCEEDED", "FAILED", "SKIPPED_STALE", "HEARTBEAT", "LOST"]
 
 
 # Command outcome.
 CommandStatus = Literal["ACCEPTED", "REJECTED", "UNKNOWN"]
+CommandStatusChoice = Literal["ACCEPTED", "REJECTED"]
 
 
 # Command verbs.
 CommandType = Literal["CREATE", "UPDATE", "PAUSE", "RESUME", "CANCEL", "TRIGGER", "RERUN", "BACKFILL", "UNKNOWN"]
+CommandTypeChoice = Literal["CREATE", "UPDATE", "PAUSE", "RESUME", "CANCEL", "TRIGGER", "RERUN", "BACKFILL"]
 
 
 # Handling of non-existent local times.
@@ -55,6 +59,15 @@ OccurrenceEventKind = Literal[
     "UNKNOWN",
     "EXCLUDED",
 ]
+OccurrenceEventKindChoice = Literal[
+    "MISSED",
+    "SKIPPED_PAUSED",
+    "INVALIDATED",
+    "SKIPPED_OVERLAP",
+    "CANCELED",
+    "REJECTED_INPUT",
+    "EXCLUDED",
+]
 
 
 # Occurrence life-cycle states.
@@ -69,6 +82,17 @@ OccurrenceState = Literal[
     "CANCELED",
     "SKIPPED_OVERLAP",
     "UNKNOWN",
+]
+OccurrenceStateChoice = Literal[
+    "SCHEDULED",
+    "ENQUEUED",
+    "RUNNING",
+    "SUCCEEDED",
+    "RETRY_WAIT",
+    "DEAD",
+    "MISSED",
+    "CANCELED",
+    "SKIPPED_OVERLAP",
 ]
 
 
@@ -95,14 +119,28 @@ RejectReason = Literal[
     "UNKNOWN",
     "UNKNOWN_TENANT",
 ]
+RejectReasonChoice = Literal[
+    "INVALID_SPEC",
+    "UNKNOWN_ZONE",
+    "UNKNOWN_SCHEDULE",
+    "VERSION_CONFLICT",
+    "QUOTA",
+    "MALFORMED_RECORD",
+    "ALREADY_EXISTS",
+    "INVALID_STATE",
+    "UNKNOWN_OCCURRENCE",
+    "UNKNOWN_TENANT",
+]
 
 
 # Schedule lifecycle states.
 ScheduleStatus = Literal["ACTIVE", "PAUSED", "CANCELED", "COMPLETED", "PENDING", "UNKNOWN"]
+ScheduleStatusChoice = Literal["ACTIVE", "PAUSED", "CANCELED", "COMPLETED", "PENDING"]
 
 
 # Kind of time expression.
 SpecKind = Literal["ONCE", "CRON", "RATE", "UNKNOWN", "RRULE"]
+SpecKindChoice = Literal["ONCE", "CRON", "RATE", "RRULE"]
 
 
 class AdmissionRequest(TypedDict):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.wire.schemas import schema_dir
+from scheduler.wire.vocabulary import UNKNOWN
 
 Json = Any
 TARGET = Path(__file__).with_name("records.py")
@@ -108,16 +109,22 @@ def docstring(text: str, indent: str) -> list[str]:
     return [f'{indent}"""{wrapped[0]}'] + [f"{indent}{line}" for line in wrapped[1:]] + [f'{indent}"""']
 
 
-def enum_lines(node: Json) -> list[str]:
-    name = short(node["name"])
-    symbols = ", ".join(f'"{symbol}"' for symbol in node["symbols"])
-    one_line = f"{name} = Literal[{symbols}]"
+def literal_lines(name: str, symbols: list[str]) -> list[str]:
+    one_line = f"{name} = Literal[{', '.join(f'{chr(34)}{symbol}{chr(34)}' for symbol in symbols)}]"
     if len(one_line) <= LINE_LENGTH:
-        lines = [one_line]
-    else:
-        lines = [f"{name} = Literal["] + [f'    "{symbol}",' for symbol in node["symbols"]] + ["]"]
+        return [one_line]
+    return [f"{name} = Literal["] + [f'    "{symbol}",' for symbol in symbols] + ["]"]
+
+
+def enum_lines(node: Json) -> list[str]:
+    """The enum's Literal; for an enum with the forward-compatible UNKNOWN symbol, also `<Name>Choice`, the
+    symbols a caller may choose (as `vocabulary.choices`)."""
+    name = short(node["name"])
+    lines = literal_lines(name, node["symbols"])
     if node.get("doc"):
         lines = [f"# {line}" for line in textwrap.wrap(node["doc"], LINE_LENGTH - 2, break_on_hyphens=False)] + lines
+    if UNKNOWN in node["symbols"]:
+        lines += literal_lines(f"{name}Choice", [symbol for symbol in node["symbols"] if symbol != UNKNOWN])
     return lines
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 
-from scheduler.wire import records, typegen
+from scheduler.wire import records, typegen, vocabulary
 from scheduler.wire.schemas import schema_dir
 
 
@@ -19,6 +19,8 @@ def test_every_named_type_of_the_schemas_has_a_type() -> None:
         generated = getattr(records, name)
         if node["type"] == "enum":
             assert typing.get_args(generated) == tuple(node["symbols"])
+            if "UNKNOWN" in node["symbols"]:
+                assert typing.get_args(getattr(records, f"{name}Choice")) == vocabulary.choices(name)
         else:
             assert list(generated.__annotations__) == [field["name"] for field in node["fields"]]
 
