@@ -102,7 +102,7 @@ def print_status(running: str | None, data_dir: Path) -> int:
     return 0
 
 
-def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: Iterable[str], noun: str = "") -> None:
+def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: Iterable[object], noun: str = "") -> None:
     """One row per object an `ensure` command looked at; DIFFERS rows are what a human must fix."""
     for name in created:
         print(f"created  {noun}{name}")

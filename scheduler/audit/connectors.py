@@ -36,13 +36,13 @@ class Database:
     def from_url(cls, url: str) -> Database:
         """A libpq URL or key=value DSN as the JDBC URL the sink needs (TCP only: JDBC has no sockets)."""
         params = conninfo_to_dict(url)
-        host = params.get("host") or "127.0.0.1"
+        host = str(params.get("host") or "127.0.0.1")
         if host.startswith("/"):
             raise ConnectorError(f"the audit database {url!r} is a Unix socket; the JDBC sink needs a TCP host")
         port = params.get("port") or "5432"
         # reWriteBatchedInserts: the driver sends a batch of upserts as multi-row statements.
         return cls(f"jdbc:postgresql://{host}:{port}/{params.get('dbname') or 'postgres'}?reWriteBatchedInserts=true",
-                   params.get("user") or "postgres", params.get("password") or "")
+                   str(params.get("user") or "postgres"), str(params.get("password") or ""))
 
 
 def connector_name(prefix: str, table: LedgerTable) -> str:

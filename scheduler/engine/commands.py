@@ -78,8 +78,8 @@ def preview_ms(spec: ScheduleSpec, after_ms: int, fired_before: int = 0) -> list
     return [to_ms(f.scheduled_for) for f in next_fires(spec, to_datetime(after_ms), PREVIEW_COUNT, fired_before)]
 
 
-def first_cursor_ms(spec_record: SpecRecord, now_ms: int) -> int:
-    """Where a new schedule starts looking for fires.
+def first_cursor_ms(spec_record: Mapping[str, Any], now_ms: int) -> int:
+    """Where a new schedule starts looking for fires (`spec_record`: a ScheduleSpec, or the ledger's copy).
 
     A one-shot whose instant has just passed (within its max lateness) still
     fires, late; a cron or rate schedule starts with its next fire after now.

@@ -69,7 +69,7 @@ def load_handler(path: str) -> Handler:
         target = getattr(target, part)
     if not callable(target):
         raise TypeError(f"{path} is not callable")
-    return target  # type: ignore[return-value]
+    return target
 
 
 def read_client_config(path: Path) -> dict[str, str]:
