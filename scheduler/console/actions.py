@@ -14,9 +14,16 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from scheduler.control.client import SchedulerError, dry_run_diff
 from scheduler.console.sessions import COOKIE
-from scheduler.console.web import PREFIX, Console, PageError, Viewer, not_found, redirect
+from scheduler.console.site import (
+    PREFIX,
+    Console,
+    PageError,
+    Viewer,
+    not_found,
+    redirect,
+)
+from scheduler.control.client import SchedulerError, dry_run_diff
 
 Record = dict[str, Any]
 

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 from scheduler.control.client import with_anchor
 from scheduler.timing import instants
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import next_fires
+from scheduler.timing.spec_record import compile_spec
 
 Record = dict[str, Any]
 

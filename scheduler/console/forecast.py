@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from scheduler.timing import instants
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import instants_between, next_fire
 from scheduler.timing.spec import ScheduleSpec, SpecError
+from scheduler.timing.spec_record import compile_spec
 
 Record = dict[str, Any]
 Slot = tuple[str, str]  # (tenant, lane)

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from scheduler.control.client import SchedulerError, preview
 from scheduler.console.fires import fire_rows
 from scheduler.console.forecast import FLEXIBLE, STRICT
-from scheduler.console.web import Console, Viewer, not_found, redirect
+from scheduler.console.site import Console, Viewer, not_found, redirect
+from scheduler.control.client import SchedulerError, preview
 
 Record = dict[str, Any]
 

@@ -136,6 +136,10 @@ class SchedulerClient(ClientViews):
                 self.producer.poll(0.1)
         self.producer.poll(0)
 
+    def flush_commands(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the commands produced so far to be delivered."""
+        self.producer.flush(timeout_s)
+
     def command_partitions(self) -> int:
         """How many partitions the commands topic has (asked once), to write a CreateBatch where it belongs."""
         if self._command_partitions is None:
@@ -186,8 +190,9 @@ class SchedulerClient(ClientViews):
                 continue
             with self._cond:
                 for msg in [first, *self.consumer.consume(1000, timeout=0)]:
-                    if msg.error() is None and msg.value() is not None:
-                        result = self.codec.decode("CommandResult", msg.value())
+                    value = msg.value()
+                    if msg.error() is None and value is not None:
+                        result = self.codec.decode("CommandResult", value)
                         if result["command_id"] in self._outstanding:
                             self._results[result["command_id"]] = result
                 self._cond.notify_all()

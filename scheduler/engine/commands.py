@@ -85,7 +85,8 @@ def first_cursor_ms(spec_record: Mapping[str, Any], now_ms: int) -> int:
     fires, late; a cron or rate schedule starts with its next fire after now.
     """
     if spec_record["kind"] == "ONCE":
-        return now_ms - spec_record["max_lateness_ms"] - 1
+        max_lateness_ms: int = spec_record["max_lateness_ms"]
+        return now_ms - max_lateness_ms - 1
     return now_ms
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from scheduler.wire.codec import RecordCodec
 from scheduler.kafka.views import CompactedView, Record
+from scheduler.wire.codec import RecordCodec
 from scheduler.worker.view import DELETED, ScheduleView, ViewEntry
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -81,7 +81,7 @@ class CompactedView:
         self.consumer.close()
         self._offsets.close()
 
-    def __enter__(self) -> "CompactedView":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
