@@ -35,8 +35,8 @@ import psycopg
 
 from scheduler.audit.expected import expected_occurrences
 from scheduler.audit.ledger_reader import LedgerReader
-from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.audit.reconcile import reconcile
+from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.control.client import make_spec
 from scheduler.timing.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
@@ -155,13 +155,13 @@ def _phases(url: str, from_ms: int, to_ms: int, expected: int) -> list[tuple[flo
     with psycopg.connect(url) as conn:
         began = [c() for c in clocks]
         ledger = LedgerReader(conn, PREFIX).read(TENANT, from_ms, to_ms)
-        read = [c() - b for c, b in zip(clocks, began)]
+        read = [c() - b for c, b in zip(clocks, began, strict=True)]
     began = [c() for c in clocks]
     items, _, _ = expected_occurrences(ledger.versions, ledger.results, from_ms, to_ms)
-    building = [c() - b for c, b in zip(clocks, began)]
+    building = [c() - b for c, b in zip(clocks, began, strict=True)]
     began = [c() for c in clocks]
     report = reconcile(ledger, from_ms, to_ms)
-    whole = [c() - b for c, b in zip(clocks, began)]
+    whole = [c() - b for c, b in zip(clocks, began, strict=True)]
     assert len(items) == expected == len(report.occurrences) and report.ok, report.counts()
     return [tuple(read), tuple(building), (whole[0] - building[0], whole[1] - building[1])]
 

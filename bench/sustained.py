@@ -32,11 +32,21 @@ from pathlib import Path
 
 from bench_engine import Engine, scrape
 from burst_children import decode_arrivals, read_occurrences
-from burst_common import (CALIBRATION_TENANT, RESULTS, TOPOLOGY, end_progress, now_ms, occurrence_topics, owners,
-                          percentile, progress, rfc3339)
-from scheduler.kafka.admin import ensure_topics
+from burst_common import (
+    CALIBRATION_TENANT,
+    RESULTS,
+    TOPOLOGY,
+    end_progress,
+    now_ms,
+    occurrence_topics,
+    owners,
+    percentile,
+    progress,
+    rfc3339,
+)
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.kafka.admin import ensure_topics
 from scheduler.timing.occurrence_id import occurrence_id
 
 PERIOD_S = 10

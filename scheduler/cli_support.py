@@ -61,7 +61,7 @@ def add_stop_and_status(actions: argparse._SubParsersAction, what: str, stop_hel
     stop.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=30.0, metavar="DURATION",
                       help="how long before SIGKILL: a duration, or seconds (default 30s)")
     status = actions.add_parser("status", help=f"exit 0 if the {what} runs, 3 if not")
-    for parser, handler in zip((stop, status), handlers):
+    for parser, handler in zip((stop, status), handlers, strict=True):
         add_data_dir(parser, holds, default)
         parser.set_defaults(handler=handler)
     return stop

@@ -12,9 +12,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.wire import records
 from scheduler.control.client import SPEC_DEFAULTS, ValidationError
 from scheduler.timing.spec_record import MIN_LEASE_MS
+from scheduler.wire import records
 
 Record = dict[str, Any]
 

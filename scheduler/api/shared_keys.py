@@ -16,11 +16,11 @@ from confluent_kafka import Producer
 
 from scheduler.api.keys import Principal, _digest, check_key, new_key
 from scheduler.control.client import NotFound, Unavailable
-from scheduler.wire.codec import Codec
-from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.control.tenants import validate_tenant_name
-from scheduler.wire.topology import Topology
+from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.kafka.views import ApiKeyView
+from scheduler.wire.codec import Codec
+from scheduler.wire.topology import Topology
 
 Record = dict[str, Any]
 

@@ -26,12 +26,12 @@ from datetime import timedelta
 
 from scheduler.audit.ledger import ResultRow, VersionRow
 from scheduler.engine.commands import first_cursor_ms
-from scheduler.timing.instants import to_datetime, to_ms
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import count_fires, fires_between
+from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.timing.spec_record import compile_spec
 
 SCHEDULE, PAUSED, TRIGGER, BACKFILL = "SCHEDULE", "PAUSED", "TRIGGER", "BACKFILL"
 MANUAL = (TRIGGER, BACKFILL)

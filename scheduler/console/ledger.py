@@ -55,7 +55,7 @@ class Ledger:
         self.schema = schema_name(prefix)
 
     @classmethod
-    def from_env(cls, prefix: str) -> "Ledger | None":
+    def from_env(cls, prefix: str) -> Ledger | None:
         url = os.environ.get(LEDGER_ENV)
         return cls(url, prefix) if url else None
 

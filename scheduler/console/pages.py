@@ -108,7 +108,7 @@ def forecast_view(console: Console, request: Request, viewer: Viewer, tenant: st
         summary.append({"tenant": name, "strict": sum(s), "flexible": sum(f), "peak_minute": forecast.minutes[top],
                         "peak_strict": s[top] if shown else 0, "peak_flexible": f[top] if shown else 0,
                         "series_strict": s, "series_flexible": f})
-    busiest = max((a + b for a, b in zip(strict, flexible)), default=0)
+    busiest = max((a + b for a, b in zip(strict, flexible, strict=True)), default=0)
     return console.render("forecast.html", request, viewer, forecast=forecast, minutes=forecast.minutes[:shown],
                           strict=strict, flexible=flexible, busiest=busiest, summary=summary, tenant=tenant,
                           hours=hours, pending=console.indexes.pending, indexed=console.indexes.forecast.schedules,

@@ -19,16 +19,32 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from scheduler.control.bulk import DEFAULT_WINDOW, CreateRequest, pipelined_creates
 from scheduler.control.client_views import ClientViews
 from scheduler.control.command_record import command_record, create_record
-from scheduler.wire.codec import Codec
-from scheduler.control.errors import (CommandTimeout, Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable,
-                                      ValidationError, VersionConflict, error_for)
-from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.control.errors import (
+    CommandTimeout,
+    Conflict,
+    NotFound,
+    QuotaExceeded,
+    SchedulerError,
+    Unavailable,
+    ValidationError,
+    VersionConflict,
+    error_for,
+)
+from scheduler.control.specs import (
+    SPEC_DEFAULTS,
+    dry_run_diff,
+    make_spec,
+    preview,
+    validate_backfill,
+    validate_spec,
+    with_anchor,
+)
 from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection
-from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.control.specs import (SPEC_DEFAULTS, dry_run_diff, make_spec, preview, validate_backfill, validate_spec,
-                                     with_anchor)
-from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.kafka.views import CompactedView, watermarks
+from scheduler.wire.codec import Codec
+from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 
 Record = dict[str, Any]
 
@@ -101,7 +117,7 @@ class SchedulerClient(ClientViews):
         for view in self._views.values():
             view.close()
 
-    def __enter__(self) -> "SchedulerClient":
+    def __enter__(self) -> SchedulerClient:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -61,9 +61,9 @@ def _print_occurrence(occurrence: Occurrence, ctx: AttemptContext) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from scheduler.kafka.admin import ensure_topics
     from scheduler.audit import demo_ledger
     from scheduler.control.client import SchedulerClient
+    from scheduler.kafka.admin import ensure_topics
     from scheduler.wire.topology import Topology
     from scheduler.worker import Worker
 

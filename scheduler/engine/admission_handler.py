@@ -71,8 +71,9 @@ class Admissions:
         round trip, the turn it waits for, or the PENDING states reaching the changelog."""
         ctx = self.ctx
         for tenant, schedule_ids in ctx.reservations.items():
-            request: AdmissionRequest = {"tenant": tenant, "schedule_id": "", "kind": "RESERVE", "requested_at_ms": now_ms,
-                       "partition": ctx.partition, "schedule_ids": schedule_ids}
+            request: AdmissionRequest = {"tenant": tenant, "schedule_id": "", "kind": "RESERVE",
+                                         "requested_at_ms": now_ms, "partition": ctx.partition,
+                                         "schedule_ids": schedule_ids}
             counter = local(tenant)
             if counter is None:
                 ctx.emit(ctx.topics.admissions, "AdmissionRequest", tenant.encode(), request)

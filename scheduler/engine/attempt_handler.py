@@ -112,5 +112,6 @@ def _track_running(schedule: ScheduleState, event: AttemptEvent, finished: bool,
     others = [r for r in schedule["running"] if r["occurrence_id"] != event["occurrence_id"]]
     if finished:
         return {**schedule, "running": others}
-    mine: RunningRef = {"occurrence_id": event["occurrence_id"], "attempt_token": event["attempt_token"], "since_ms": now_ms}
+    mine: RunningRef = {"occurrence_id": event["occurrence_id"], "attempt_token": event["attempt_token"],
+                        "since_ms": now_ms}
     return {**schedule, "running": [*others, mine]}

@@ -62,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                 "next turns, so a bulk load of CreateBatch records does not hold dispatch back", "500ms", default=500)
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
-                          "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
+                          "transaction committed at the instant (0: never stage); see "
+                          "docs/decisions/0002-staged-bursts.md")
     run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
                           "stage's lead (its preparation in memory, which holds back nothing)")

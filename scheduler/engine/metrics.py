@@ -68,7 +68,7 @@ class WeightedHistogram:
             snapshot = {labels: list(series) for labels, series in self._series.items()}
         for labels, series in snapshot.items():
             cumulative, buckets = 0.0, []
-            for bound, n in zip((*self.bounds, float("inf")), series[:-1]):
+            for bound, n in zip((*self.bounds, float("inf")), series[:-1], strict=True):
                 cumulative += n
                 buckets.append((_bound_text(bound), cumulative))
             family.add_metric(list(labels), buckets, series[-1])

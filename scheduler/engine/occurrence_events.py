@@ -17,8 +17,9 @@ from scheduler.wire.records import (
 )
 
 # The occurrence state an event about one occurrence leaves it in.
-EVENT_STATES: dict[OccurrenceEventKind, OccurrenceState] = {"MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED",
-                "CANCELED": "CANCELED", "SKIPPED_OVERLAP": "SKIPPED_OVERLAP", "EXCLUDED": "CANCELED"}
+EVENT_STATES: dict[OccurrenceEventKind, OccurrenceState] = {
+    "MISSED": "MISSED", "SKIPPED_PAUSED": "CANCELED", "INVALIDATED": "CANCELED", "CANCELED": "CANCELED",
+    "SKIPPED_OVERLAP": "SKIPPED_OVERLAP", "EXCLUDED": "CANCELED"}
 
 
 def record_event(ctx: TaskContext, state: ScheduleState, kind: OccurrenceEventKind, reason: str, now_ms: int, *,
@@ -40,8 +41,8 @@ def record_event(ctx: TaskContext, state: ScheduleState, kind: OccurrenceEventKi
                         "attempt_token": None, "next_attempt_at_ms": None, "updated_at_ms": now_ms}))
 
 
-def record_missed(ctx: TaskContext, state: ScheduleState, decision: MisfireDecision, kind: OccurrenceEventKind, reason: str,
-                  now_ms: int) -> None:
+def record_missed(ctx: TaskContext, state: ScheduleState, decision: MisfireDecision, kind: OccurrenceEventKind,
+                  reason: str, now_ms: int) -> None:
     """The fires a misfire decision gave up: each named one, then the rest as one range."""
     sid, version = state["schedule_id"], state["version"]
     for fire in decision.missed:

@@ -180,7 +180,8 @@ class SchedulerProcess:
         self._committed(changelog_offsets, commit_seconds)
         phases.append(time.perf_counter())
         if phases[-1] - phases[0] > SLOW_TURN_S:
-            spent = ", ".join(f"{name} {b - a:.2f}s" for name, a, b in zip(TURN_PHASES, phases, phases[1:]))
+            spent = ", ".join(f"{name} {b - a:.2f}s"
+                              for name, a, b in zip(TURN_PHASES, phases, phases[1:], strict=False))
             log.info("slow turn (%d inputs): %s", len(inputs), spent)
         self._read_partitions()
 

@@ -129,7 +129,7 @@ class StageRunner:
         """Before newly assigned partitions are restored: the stage producers named after them, so that a stage
         the previous owner left open is aborted now, whatever that owner's instance id."""
         with ThreadPoolExecutor(max_workers=max(1, len(partitions))) as pool:
-            self.stagers.update(zip(partitions, pool.map(self._new_stager, partitions)))
+            self.stagers.update(zip(partitions, pool.map(self._new_stager, partitions), strict=True))
 
     def _begin(self, due_ms: int, now_ms: int) -> Stage:
         """A stage in memory only: no transaction until its produce window."""

@@ -79,11 +79,13 @@ class TaskContext:
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
         self.reservations: dict[str, list[str]] = {}  # tenant -> new schedules waiting for a slot, in command order
-        self._last_saved: tuple[ScheduleState | None, bytes] = (None, b"")  # the state `save` encoded last, for `publish`
+        # The state `save` encoded last, with its bytes, for `publish`.
+        self._last_saved: tuple[ScheduleState | None, bytes] = (None, b"")
 
     # -- out --------------------------------------------------------------------------
 
-    def emit(self, topic: str, schema: str, key: bytes | None, record: Mapping[str, Any], partition: int | None = None) -> None:
+    def emit(self, topic: str, schema: str, key: bytes | None, record: Mapping[str, Any],
+             partition: int | None = None) -> None:
         self.outbox.append((topic, key, self.codec.encode(schema, record), partition))
 
     def emit_to_tenant(self, topic_key: str, tenant: str, schema: str, key: bytes, record: Mapping[str, Any]) -> None:

@@ -119,7 +119,7 @@ class LocalEntry:
         return _MS.unpack_from(data, 0)[0], OVERLAP_NAMES[data[8]], data[11 : 11 + n].decode()
 
     @classmethod
-    def unpack(cls, data: bytes) -> "LocalEntry":
+    def unpack(cls, data: bytes) -> LocalEntry:
         (deadline_ms,) = _MS.unpack_from(data, 0)
         overlap = OVERLAP_NAMES[data[8]]
         fields: list[str] = []

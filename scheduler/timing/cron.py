@@ -21,8 +21,8 @@ import calendar
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from functools import lru_cache
+from typing import Any
 
 from croniter import croniter
 

@@ -19,7 +19,8 @@ MIN_LEASE_MS = 300
 
 
 def compile_spec(spec: Mapping[str, Any]) -> ScheduleSpec:
-    """`spec`: a ScheduleSpec record (scheduler.wire.records), or some of its fields. Raises SpecError naming the bad field; results are cached since materialization repeats them."""
+    """`spec`: a ScheduleSpec record (scheduler.wire.records), or some of its fields. Raises SpecError naming
+    the bad field; results are cached since materialization repeats them."""
     lease = spec.get("lease_ms")
     if lease is not None and lease < MIN_LEASE_MS:
         raise SpecError("lease_ms", f"must be at least {MIN_LEASE_MS} ms, got {lease}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from datetime import datetime, timedelta
-from functools import lru_cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from scheduler.timing.errors import SpecError
@@ -25,7 +25,7 @@ MIN_YEAR = 2
 MAX_YEAR = 9998
 
 
-@lru_cache(maxsize=None)
+@cache
 def _known_zone_names() -> frozenset[str]:
     return frozenset(available_timezones())
 

@@ -93,12 +93,12 @@ class Codec:
             self._readers[version.fingerprint] = _Reader(version.short_name, version.parsed, None)
 
     @classmethod
-    def default(cls) -> "Codec":
+    def default(cls) -> Codec:
         """The codec for the installed `schemas/` (built once per process)."""
         return _default_codec()
 
     @classmethod
-    def from_directory(cls, directory: Path) -> "Codec":
+    def from_directory(cls, directory: Path) -> Codec:
         return cls(load_current(directory), load_history(directory))
 
     def schema(self, name: str) -> SchemaVersion:
@@ -243,7 +243,7 @@ class RegistryCodec:
                 self._deserializers[alias] = deserializer
 
     @classmethod
-    def connect(cls, url: str, local: Codec | None = None) -> "RegistryCodec":
+    def connect(cls, url: str, local: Codec | None = None) -> RegistryCodec:
         """A codec talking to the registry at `url` (`mock://...` gives the client's in-memory mock)."""
         return cls(SchemaRegistryClient.new_client({"url": url}), local or Codec.default())
 

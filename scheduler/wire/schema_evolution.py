@@ -161,7 +161,7 @@ class _Comparison:
         if len(old) != len(new):
             self.problems.append(f"{path}: union changed from {_describe(old)} to {_describe(new)}")
             return
-        for index, (old_branch, new_branch) in enumerate(zip(old, new)):
+        for index, (old_branch, new_branch) in enumerate(zip(old, new, strict=True)):
             self.compare(old_branch, new_branch, f"{path}<{index}>")
 
 

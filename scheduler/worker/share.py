@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 # workers must see occurrences enqueued before it joined, and never those of aborted transactions.
 SHARE_GROUP_CONFIG = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
 
-ACK_FOR_KIND: dict[str, AcknowledgeType] = {"SUCCEEDED": AcknowledgeType.ACCEPT, "SKIPPED_STALE": AcknowledgeType.ACCEPT}
+ACK_FOR_KIND: dict[str, AcknowledgeType] = {"SUCCEEDED": AcknowledgeType.ACCEPT,
+                                            "SKIPPED_STALE": AcknowledgeType.ACCEPT}
 
 
 def configure_share_group(client_config: Mapping[str, str], group_id: str) -> None:

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import httpx
-
 from engine_harness import REPO
-from scheduler.broker.local import free_port
 from worker_harness import wait_for
+
+from scheduler.broker.local import free_port
 
 
 class ApiServer:

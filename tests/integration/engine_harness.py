@@ -19,10 +19,10 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.control.client import SchedulerClient, make_spec
-from scheduler.wire.codec import Codec
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
@@ -53,7 +53,7 @@ class SchedulerProcess:
     # so bursts are staged): they run with --open-tenants. Tests that register their tenants run strict.
     open_tenants: bool = True
 
-    def start(self) -> "SchedulerProcess":
+    def start(self) -> SchedulerProcess:
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix}
         self.log_path = self.state_dir.parent / f"{self.instance_id}.log"
         log = open(self.log_path, "ab")

@@ -14,16 +14,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from console_env import console_server
+from control_env import control_env, hourly
+from engine_harness import FakeWorker
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from console_env import console_server
-from control_env import control_env, hourly
-from engine_harness import FakeWorker
 from scheduler.broker.local import free_port
-from scheduler.control.client import make_spec
 from scheduler.console.sessions import COOKIE
+from scheduler.control.client import make_spec
 
 STRICT_AT_7, FLEXIBLE_AT_7 = 5, 3
 

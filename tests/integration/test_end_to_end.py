@@ -5,10 +5,10 @@ import math
 import time
 
 import pytest
-
 from engine_harness import TOPOLOGY, TopicReader, soon
-from scheduler.control.client import make_spec
 from worker_harness import attempt_reader, handled, kinds_by_occurrence, scheduler_with_workers, status_of, wait_for
+
+from scheduler.control.client import make_spec
 
 TENANT = "e2e"
 
@@ -94,7 +94,7 @@ def test_a_handler_slower_than_its_period_never_runs_twice_at_once(system, kafka
     wait_for(lambda: len(handled(workdir)) >= 3, 40, "three runs")
     client.pause(TENANT, "slow")
     runs = sorted(handled(workdir), key=lambda c: c["started"])
-    for before, after in zip(runs, runs[1:]):
+    for before, after in zip(runs, runs[1:], strict=False):
         assert after["started"] >= before["ended"] - 0.05, "two runs overlapped"
     events = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("occurrence-events", unique_prefix)],
                          "OccurrenceEvent")
@@ -105,5 +105,5 @@ def test_a_handler_slower_than_its_period_never_runs_twice_at_once(system, kafka
     skipped = [e.record for e in events.received if e.record["kind"] == "SKIPPED_OVERLAP"]
     assert skipped, "fires during a run must be recorded SKIPPED_OVERLAP"
     if policy == "QUEUE_ONE":
-        gaps = [after["started"] - before["ended"] for before, after in zip(runs, runs[1:])]
+        gaps = [after["started"] - before["ended"] for before, after in zip(runs, runs[1:], strict=False)]
         assert min(gaps) < 1.0, "the queued occurrence starts as soon as the running one ends"

@@ -9,9 +9,8 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, wait_for_split
 
-from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
-                            wait_for_split)
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 

@@ -9,10 +9,22 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from confluent_kafka import Producer
+from engine_harness import (
+    BURST_TENANTS,
+    CODEC,
+    OPEN_STAGE_ARGS,
+    PRODUCED,
+    STAGE_ARGS,
+    SchedulerProcess,
+    TopicReader,
+    create_burst,
+    ensure_layout,
+    occurrence_topics,
+    read_until_all,
+    rfc3339,
+    wait_for_log,
+)
 
-from engine_harness import (BURST_TENANTS, CODEC, OPEN_STAGE_ARGS, PRODUCED, STAGE_ARGS, SchedulerProcess,
-                            TopicReader, create_burst, ensure_layout, occurrence_topics, read_until_all, rfc3339,
-                            wait_for_log)
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from engine_harness import TOPOLOGY, SchedulerProcess, ensure_layout, wait_for_log
+
 from scheduler.engine.cli import EXIT_STATE_IN_USE
 
 pytestmark = pytest.mark.integration

@@ -3,16 +3,16 @@ partitions are restored, a worker once assigned, and the API answers all three w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import httpx
-
 from api_harness import ApiServer
 from engine_harness import SchedulerProcess, ensure_layout, scrape
-from scheduler.broker.local import free_port
 from worker_harness import WorkerProcess, enqueue, occurrence, wait_for
+
+from scheduler.broker.local import free_port
 
 NOT_READY_YET = ("no partition assigned", "still restoring", "connection refused")
 

@@ -7,13 +7,20 @@ import signal
 import time
 
 import pytest
-
 from engine_harness import soon
-from scheduler.control.client import make_spec
 from worker_harness import (
-    CODEC, TOPOLOGY, attempt_reader, handled, kinds_by_occurrence, produce, scheduler_with_workers, status_of,
+    CODEC,
+    TOPOLOGY,
+    attempt_reader,
+    handled,
+    kinds_by_occurrence,
+    produce,
+    scheduler_with_workers,
+    status_of,
     wait_for,
 )
+
+from scheduler.control.client import make_spec
 
 TENANT = "leases"
 LEASE_MS = 2_000

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from api_harness import ApiServer
 from engine_harness import REPO, ensure_layout
 from worker_harness import wait_for

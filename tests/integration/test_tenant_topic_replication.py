@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
-from fastapi.testclient import TestClient
-
 from control_env import cli, control_env, hourly
 from engine_harness import REPO, TOPOLOGY
+from fastapi.testclient import TestClient
+
 from scheduler.kafka.replication import REPLICATION_ENV, replication
 
 pytestmark = pytest.mark.integration

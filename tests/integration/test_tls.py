@@ -11,17 +11,17 @@ from pathlib import Path
 
 import httpx
 import pytest
+from api_harness import ApiServer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-
-from api_harness import ApiServer
 from engine_harness import SchedulerProcess, ensure_layout
-from scheduler.control.acls import scram_client_config
-from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
-from scheduler.control.client import SchedulerClient, Unavailable, make_spec
 from worker_harness import WorkerProcess, handled, status_of, wait_for
+
+from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
+from scheduler.control.acls import scram_client_config
+from scheduler.control.client import SchedulerClient, Unavailable, make_spec
 
 TENANT = "tls"
 

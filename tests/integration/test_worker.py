@@ -5,13 +5,22 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from worker_harness import (
+    TOPOLOGY,
+    WorkerProcess,
+    attempt_partitions,
+    attempt_reader,
+    create_layout,
+    enqueue,
+    handled,
+    kinds_by_occurrence,
+    occurrence,
+    publish_states,
+    schedule_state,
+    wait_for,
+)
 
 from scheduler.wire.partitioning import partition_for
-
-from worker_harness import (
-    TOPOLOGY, WorkerProcess, attempt_partitions, attempt_reader, create_layout, enqueue, handled, kinds_by_occurrence,
-    occurrence, publish_states, schedule_state, wait_for,
-)
 
 pytestmark = pytest.mark.integration
 TENANT = "acme"
@@ -38,8 +47,9 @@ def test_success_is_recorded_then_committed_so_a_restarted_worker_does_not_rerun
     reader = attempt_reader(kafka_bootstrap, layout)
     worker = WorkerProcess(kafka_bootstrap, layout, TENANT, "worker_handlers:record", tmp_path)
     workers.append(worker.start())
-    done = lambda ids: lambda got: sum(r.record["kind"] == "SUCCEEDED" and r.record["occurrence_id"] in ids
-                                       for r in got) >= len(ids)
+    def done(ids):
+        return lambda got: sum(r.record["kind"] == "SUCCEEDED" and r.record["occurrence_id"] in ids
+                               for r in got) >= len(ids)
     reader.until(done({o["occurrence_id"] for o in first}), timeout=30)
     assert worker.terminate() == 0, worker.log_tail()
 

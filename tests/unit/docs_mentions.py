@@ -18,8 +18,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from scheduler.cli import build_parser
 from scheduler.api.health_routes import ApiMetrics
+from scheduler.cli import build_parser
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.worker.metrics import WorkerMetrics
 

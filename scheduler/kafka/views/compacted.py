@@ -19,7 +19,8 @@ log = logging.getLogger(__name__)
 Record = dict[str, Any]
 
 
-def watermarks(consumer: Consumer, topic: str, partitions: list[int], timeout: float = 15.0) -> dict[int, tuple[int, int]]:
+def watermarks(consumer: Consumer, topic: str, partitions: list[int],
+               timeout: float = 15.0) -> dict[int, tuple[int, int]]:
     """(low, high) per partition, retried while a new topic's leaders are still being elected."""
     deadline = time.monotonic() + timeout
     while True:

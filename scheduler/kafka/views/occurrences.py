@@ -17,7 +17,8 @@ class OccurrenceView(CompactedView):
                  client_config: Mapping[str, str] | None = None) -> None:
         self._by_id: dict[str, Record] = {}
         self._by_schedule: dict[str, dict[str, Record]] = {}
-        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec, client_config)
+        super().__init__(bootstrap, Topology.load().topic_name("occurrence-status-changelog", prefix), codec,
+                         client_config)
 
     def _put(self, key: str, record: Record) -> None:
         self._by_id[key] = record

@@ -3,8 +3,17 @@ import subprocess
 import sys
 
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
-from scheduler.engine.timeline_keys import (DISPATCH, END, WAKE, LocalEntry, due_ms_of, lane_bound, occurrence_key,
-                                            wake_key, wake_schedule_id)
+from scheduler.engine.timeline_keys import (
+    DISPATCH,
+    END,
+    WAKE,
+    LocalEntry,
+    due_ms_of,
+    lane_bound,
+    occurrence_key,
+    wake_key,
+    wake_schedule_id,
+)
 
 
 def test_writes_are_invisible_to_the_store_until_committed(tmp_path):
