@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -143,7 +144,7 @@ class Error(BaseModel):
     message: str
 
 
-def schedule_json(state: Record) -> Record:
+def schedule_json(state: Mapping[str, Any]) -> Record:
     """A ScheduleState for JSON: the payload as text when it is UTF-8, always as base64."""
     spec = dict(state["spec"])
     payload: bytes = spec.pop("payload")

@@ -22,7 +22,7 @@ def add_occurrence_routes(app: FastAPI, plane: ControlPlane, access: Access) -> 
         status = plane.occurrences.get(tenant, occurrence_id)
         if status is None:
             raise NotFound("UNKNOWN_OCCURRENCE", f"occurrence {occurrence_id!r} does not exist")
-        return status
+        return dict(status)  # the response body: a plain dict
 
     @app.get("/v1/tenants/{tenant}/occurrences/{occurrence_id}", tags=["occurrences"])
     def get_occurrence(tenant: Tenant, occurrence_id: Annotated[str, Path(max_length=64)]) -> Record:

@@ -25,6 +25,7 @@ from scheduler.api.models import (
 )
 from scheduler.api.plane import ControlPlane
 from scheduler.control.client import NotFound, VersionConflict, dry_run_diff, preview
+from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
 
@@ -61,7 +62,7 @@ class ScheduleCommands:
         if self.plane.tenants.view.get(tenant) is None:
             raise ApiError(404, "UNKNOWN_TENANT", f"tenant {tenant!r} is not registered")
 
-    def schedule_of(self, tenant: str, schedule_id: str) -> Record:
+    def schedule_of(self, tenant: str, schedule_id: str) -> ScheduleState:
         state = self.plane.schedules.get(tenant, schedule_id)
         if state is None:
             raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")

@@ -38,7 +38,7 @@ def add_tenant_routes(app: FastAPI, plane: ControlPlane, access: Access) -> None
         found = plane.tenants.view.get(tenant)
         if found is None:
             raise not_found(f"tenant {tenant!r}")
-        return found
+        return dict(found)  # the response body: a plain dict
 
     @app.patch("/v1/tenants/{tenant}", tags=["tenants"])
     def set_quotas(tenant: Tenant, _: Admin, body: Quotas) -> Record:

@@ -11,6 +11,7 @@ from scheduler.console.fires import fire_rows
 from scheduler.console.forecast import FLEXIBLE, STRICT
 from scheduler.console.site import Console, Viewer, not_found, redirect
 from scheduler.control.client import SchedulerError, preview
+from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
 
@@ -115,7 +116,7 @@ def forecast_view(console: Console, request: Request, viewer: Viewer, tenant: st
                           STRICT=STRICT, FLEXIBLE=FLEXIBLE)
 
 
-def _next(state: Record, now_ms: int) -> list[int]:
+def _next(state: ScheduleState, now_ms: int) -> list[int]:
     if state["state"] != "ACTIVE":
         return []
     try:
@@ -124,7 +125,7 @@ def _next(state: Record, now_ms: int) -> list[int]:
         return []
 
 
-def _history(console: Console, tenant: str, schedule_id: str, state: Record) -> Record:
+def _history(console: Console, tenant: str, schedule_id: str, state: ScheduleState) -> Record:
     """Versions and recent occurrences: from the audit ledger when configured, else from the views."""
     error = None
     if console.ledger is not None:

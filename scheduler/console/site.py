@@ -19,6 +19,7 @@ from scheduler.console.engine_metrics import EngineMetrics
 from scheduler.console.follower import ConsoleIndexes
 from scheduler.console.ledger import Ledger
 from scheduler.console.sessions import COOKIE, Session, Sessions, csrf_ok
+from scheduler.wire.records import ScheduleState, Tenant
 
 PREFIX = "/ui"
 
@@ -89,13 +90,13 @@ class Console:
             raise not_found(f"tenant {tenant!r}")
         return tenant
 
-    def schedule(self, tenant: str, schedule_id: str) -> dict[str, Any]:
+    def schedule(self, tenant: str, schedule_id: str) -> ScheduleState:
         state = self.plane.schedules.get(tenant, schedule_id)
         if state is None:
             raise not_found(f"schedule {schedule_id!r}")
         return state
 
-    def visible_tenants(self, viewer: Viewer) -> list[dict[str, Any]]:
+    def visible_tenants(self, viewer: Viewer) -> list[Tenant]:
         return [t for t in self.plane.tenants.view.list() if viewer.principal.may_access(t["tenant"])]
 
     async def form(self, request: Request, viewer: Viewer) -> dict[str, str]:

@@ -24,6 +24,7 @@ from scheduler.kafka.replication import ReplicationError
 from scheduler.kafka.views import ScheduleView, TenantView
 from scheduler.wire import vocabulary
 from scheduler.wire.codec import Codec
+from scheduler.wire.records import Tenant
 from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 
 Record = dict[str, Any]
@@ -98,13 +99,13 @@ class TenantRegistry:
             raise Unavailable("TIMEOUT", f"view of {self.topic} did not catch up in {self.timeout_s:g}s")
         return self.view
 
-    def get(self, name: str) -> Record:
+    def get(self, name: str) -> Tenant:
         record = self._fresh_view().get(name)
         if record is None:
             raise NotFound("UNKNOWN_TENANT", f"tenant {name!r} is not registered")
         return record
 
-    def list(self) -> list[Record]:
+    def list(self) -> list[Tenant]:
         return self._fresh_view().list()
 
     def register(self, name: str, **quotas: Any) -> Record:

@@ -2,6 +2,7 @@
 process's defaults), the rate limits that apply them, and which tenants' topics exist already."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.engine.config import EngineConfig
@@ -60,7 +61,7 @@ class ProcessTenants:
             self.known.update(missing)
 
     def quota(self, tenant: str, name: str) -> Any:
-        found = self.view.get(tenant) if self.view is not None else None
+        found: Mapping[str, Any] | None = self.view.get(tenant) if self.view is not None else None
         return found[name] if found is not None else self.defaults[name]
 
     def registered(self, tenant: str) -> bool:
