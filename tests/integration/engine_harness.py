@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from helpers.waiting import wait_until
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.timing.occurrence_id import occurrence_id
@@ -102,14 +103,12 @@ def wait_for_log(process: SchedulerProcess, text: str, until_s: float) -> None:
 
 def wait_for_split(processes: list[SchedulerProcess], partitions: int, timeout: float = 60) -> None:
     """Until the processes own every partition between them, each at least one."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def split() -> bool:
         owned = [p.owned_partitions() for p in processes]
-        if all(owned) and set().union(*owned) == set(range(partitions)) and sum(map(len, owned)) == partitions:
-            return
-        time.sleep(0.5)
-    raise AssertionError("partitions never split between the processes:\n"
-                         + "\n".join(p.log_tail(10) for p in processes))
+        return all(owned) and set().union(*owned) == set(range(partitions)) and sum(map(len, owned)) == partitions
+
+    wait_until(split, timeout, lambda: "the partitions split between the processes:\n"
+               + "\n".join(p.log_tail(10) for p in processes), interval=0.5)
 
 
 def ensure_layout(bootstrap: str, prefix: str, tenants: Iterable[str] = ()) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from helpers.waiting import wait_until
 from scheduler.broker.local import free_port
 from scheduler.console.sessions import COOKIE
 from scheduler.control.client import make_spec
@@ -62,14 +62,18 @@ def shots(tmp_path_factory) -> Path:
 
 
 def until(check: Callable[[], bool], timeout: float = 30.0, reload=None) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.3)
+    """`check` holds within `timeout` (the page reloaded between looks when `reload` is given)."""
+    def looked() -> bool:
+        if check():
+            return True
         if reload is not None:
             reload()
-    return True
+        return False
+
+    try:
+        return wait_until(looked, timeout, interval=0.3)
+    except AssertionError:
+        return False
 
 
 def login(browser, server, who: str) -> None:

@@ -99,14 +99,6 @@ def status_of(client: Any, tenant: str, occurrence_id: str) -> dict[str, Any]:
         return {}
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
-
-
 @dataclass
 class WorkerProcess:
     """`scheduler worker` as a child process, so a test can SIGTERM or SIGKILL it for real."""
