@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -116,9 +117,9 @@ class DeprecatedAlias(argparse.Action):
     """An old flag kept for one release beside its new name: it stores into the same destination, and says
     once on stderr what to write instead, so scripts keep working and their owners learn the new grammar."""
 
-    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs: object) -> None:
+    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs: Any) -> None:
         self.replacement = replacement
-        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+        super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:

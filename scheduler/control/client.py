@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -247,7 +247,7 @@ class SchedulerClient(ClientViews):
         for index, result in pipelined_creates(self, requests, window, timeout_s):
             results.extend([None] * (index + 1 - len(results)))
             results[index] = result
-        return results  # type: ignore[return-value]
+        return cast(list[Record], results)  # pipelined_creates gives every index its one result
 
     def create_stream(self, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
                       timeout_s: float | None = None) -> Iterator[tuple[int, Record]]:

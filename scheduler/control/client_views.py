@@ -31,14 +31,18 @@ class ClientViews:
             if "schedules" not in self._views:
                 self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec,
                                                         self.client_config)
-            return self._views["schedules"]  # type: ignore[return-value]
+            view = self._views["schedules"]
+        assert isinstance(view, ScheduleView)
+        return view
 
     def occurrence_view(self) -> OccurrenceView:
         with self._lock:
             if "occurrences" not in self._views:
                 self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec,
                                                             self.client_config)
-            return self._views["occurrences"]  # type: ignore[return-value]
+            view = self._views["occurrences"]
+        assert isinstance(view, OccurrenceView)
+        return view
 
     def _caught_up(self, view: CompactedView) -> None:
         if not view.wait_caught_up(self.timeout_s):
