@@ -306,7 +306,7 @@ class SchedulerProcess:
                 if due is not None and (soonest is None or due < soonest):
                     soonest = due
         wait_ms = self.config.idle_poll_ms if soonest is None else min(self.config.idle_poll_ms, soonest - now_ms)
-        if not self.stages.open:
+        if not self.stages.under_way:
             wait_ms = max(wait_ms, self._turn_began_ms + self.config.turn_interval_ms - now_ms)
         return max(0.0, wait_ms / 1000.0)
 

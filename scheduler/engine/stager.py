@@ -62,7 +62,7 @@ class StageRunner:
         return not stage.complete or (stage.producing and stage.produce_s is None)
 
     @property
-    def open(self) -> bool:
+    def under_way(self) -> bool:
         """A stage is under way (from its lead to its commit): its instant and its produce window are timed
         to the turn, so the loop keeps no turn interval meanwhile."""
         return self.stage is not None
