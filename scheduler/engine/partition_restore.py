@@ -138,7 +138,7 @@ class PartitionRestore:
                     headers = msg.headers()  # a list of pairs from a consumer (header_wake, inlined)
                     wake = (headers[0][1] if isinstance(headers, list) and headers and headers[0][0] == WAKE_HEADER
                             else timeline_keys.wake_key(codec.decode("ScheduleState", value)))
-                    if wake:
+                    if wake and isinstance(wake, bytes):  # a consumer's header values are bytes
                         put(wake, b"", timeline_h)
             else:
                 target = timeline_h if name == "timeline" else handle(name)

@@ -146,6 +146,7 @@ class Received:
     timestamp_ms: int
     seen_ms: int
     partition: int
+    key: bytes | None = None
 
 
 @dataclass
@@ -177,7 +178,7 @@ class TopicReader:
                 if msg.error():
                     continue
                 item = Received(CODEC.decode(self.schema, msg.value()), msg.topic(), msg.timestamp()[1],
-                                int(time.time() * 1000), msg.partition())
+                                int(time.time() * 1000), msg.partition(), msg.key())
                 fresh.append(item)
         self.received.extend(fresh)
         return fresh
