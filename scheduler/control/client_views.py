@@ -57,6 +57,12 @@ class ClientViews:
         self._caught_up(view)
         return view.list(tenant, state)
 
+    def tenants_with_schedules(self) -> list[str]:
+        """Every tenant the schedules topic holds a schedule of (registered or not), sorted."""
+        view = self.schedule_view()
+        self._caught_up(view)
+        return view.tenants()
+
     def occurrence(self, tenant: str, occurrence_id: str) -> Record:
         view = self.occurrence_view()
         self._caught_up(view)

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 
 from scheduler.api.models import schedule_json
+from scheduler.control import apply_cli
 from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
 from scheduler.control.cli_common import (
     EXIT_OK,
@@ -231,6 +232,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
                 "create schedules from JSON Lines, many in flight (docs/control-plane.md)")
     bulk.add_argument("file", help="JSON Lines file, one schedule a line; - for stdin")
     bulk.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="commands in flight at most")
+    apply_cli.register(verbs, add, os.environ.get(TENANT_ENV) or None)
     get = add(verbs, "get", schedules_get, "show one schedule")
     tenant_arg(get)
     get.add_argument("schedule_id")

@@ -1,11 +1,13 @@
 """`scheduler schedules|tenants|occurrences|api keys` as a script sees them: JSON output and exit codes."""
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 
-from control_env import cli, control_env
+from control_env import cli, cli_text, control_env
 from scheduler.api.keys import KeyStore
 from scheduler.cli_support import DeprecatedAlias
 
@@ -124,3 +126,53 @@ def test_create_with_every_option_the_cli_offers(env):
             assert spec["kind"] == "RATE" and spec["expression"] == f"every {value}"
         else:
             assert str(spec[dest]) == value, (dest, spec[dest], value)
+
+
+def test_export_apply_round_trip_update_with_its_diff_and_prune(env, tmp_path: Path):
+    """export -> apply sends nothing; an edited entry is an UPDATE whose dry run shows the diff; a new entry is
+    created; --prune cancels what the file no longer lists; the file exported after it applies as a no-op."""
+    tenant = f"apply{uuid.uuid4().hex[:6]}"
+    env.plane.tenants.register(tenant)
+    for sid, kind in (("a", ["--cron", "0 9 * * *", "--tz", "Asia/Tokyo"]), ("b", ["--every", "90m"]),
+                      ("c", ["--cron", "0 1 * * *", "--payload", "{}", "--max-lateness", "10m"])):
+        assert cli(env, "schedules", "create", "--tenant", tenant, "--id", sid, *kind)[0] == 0
+    exported = cli_text(env, "schedules", "export", "--tenant", tenant)
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 3
+    everyone = cli_text(env, "schedules", "export").stdout.splitlines()  # no --tenant: every tenant's
+    assert set(exported.stdout.splitlines()) < set(everyone)
+    first = tmp_path / "schedules.jsonl"
+    first.write_text(exported.stdout)
+    sent_before = env.commands_end()
+    code, summary = cli(env, "schedules", "apply", "-f", str(first), "--prune")
+    assert code == 0 and (summary["unchanged"], summary["changes"]) == (3, []), summary
+    assert env.commands_end() == sent_before  # nothing was sent
+
+    lines = [json.loads(line) for line in exported.stdout.splitlines()]
+    lines[0]["spec"]["expression"] = "30 9 * * *"
+    edited = [lines[0], lines[1], {"schedule_id": "d", "spec": {"kind": "RATE", "expression": "every 5m"}}]
+    second = tmp_path / "edited.jsonl"
+    second.write_text("".join(json.dumps(line) + "\n" for line in edited))
+    dry = cli_text(env, "schedules", "apply", "-f", str(second), "--tenant", tenant, "--prune", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"update   {tenant}/a v1 (line 1)" in dry.stdout
+    assert "    expression: '0 9 * * *' -> '30 9 * * *'" in dry.stdout
+    assert f"create   {tenant}/d (line 3)" in dry.stdout and f"cancel   {tenant}/c v1 (not in the file)" in dry.stdout
+    assert env.commands_end() == sent_before
+
+    code, summary = cli(env, "schedules", "apply", "-f", str(second), "--tenant", tenant, "--prune")
+    assert code == 0 and (summary["created"], summary["updated"], summary["canceled"], summary["unchanged"]) == \
+        (1, 1, 1, 1), summary
+    assert cli(env, "schedules", "get", "--tenant", tenant, "a")[1]["spec"]["expression"] == "30 9 * * *"
+    assert cli(env, "schedules", "get", "--tenant", tenant, "c")[1]["state"] == "CANCELED"
+    assert cli(env, "schedules", "get", "--tenant", tenant, "d")[1]["state"] == "ACTIVE"
+
+    again = cli_text(env, "schedules", "export", "--tenant", tenant, "--format", "yaml")
+    third = tmp_path / "again.yaml"
+    third.write_text(again.stdout)
+    done = cli_text(env, "schedules", "apply", "-f", str(third), "--prune")
+    assert done.returncode == 0 and done.stdout.strip() == "3 entries: nothing to do (3 unchanged)", done.stdout
+
+    third.write_text(again.stdout + f"- {{tenant: {tenant}, schedule_id: e, spec: {{kind: CRON, expression: '0 9 * *'}}}}\n")
+    code, summary = cli(env, "schedules", "apply", "-f", str(third))
+    assert code == 1 and summary["rejections"][0]["reason"] == "INVALID_SPEC" and summary["rejections"][0]["line"] == 4
+    assert cli(env, "schedules", "apply", "-f", str(tmp_path / "missing.jsonl"))[0] == 2

@@ -61,6 +61,10 @@ class ScheduleView(CompactedView):
                            and (after is None or s["schedule_id"] > after)), key=lambda s: s["schedule_id"])
         return selected if limit is None else selected[:limit]
 
+    def tenants(self) -> list[str]:
+        with self._cond:
+            return sorted(tenant for tenant, mine in self._by_tenant.items() if mine)
+
     def count_live(self, tenant: str) -> int:
         with self._cond:
             return sum(1 for s in self._by_tenant.get(tenant, {}).values() if s["state"] in LIVE_STATES)
