@@ -20,7 +20,7 @@ def serve(bootstrap: str, prefix: str, host: str, port: int, key_file: Path | No
     `tls_cert` and `tls_key` (PEM files) it serves HTTPS only: a plain HTTP request gets no answer.
     The console (`/ui`) is mounted on the same app, behind the same keys."""
     from scheduler.console.follower import ConsoleIndexes
-    from scheduler.console.ledger import Ledger
+    from scheduler.audit.history import Ledger
     from scheduler.console.web import mount
 
     plane = ControlPlane.open(bootstrap, prefix, timeout_s)

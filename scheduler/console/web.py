@@ -22,7 +22,7 @@ from scheduler.api.keys import KeyStore, Principal
 from scheduler.api.plane import ControlPlane
 from scheduler.console.engine_metrics import EngineMetrics
 from scheduler.console.follower import ConsoleIndexes
-from scheduler.console.ledger import Ledger
+from scheduler.audit.history import Ledger
 from scheduler.console.sessions import COOKIE, Session, Sessions, csrf_ok
 
 HERE = Path(__file__).parent

@@ -97,6 +97,15 @@ def output_mode(args: argparse.Namespace) -> str:
     return "json" if getattr(args, "json", False) else getattr(args, "output", "table")
 
 
+def table_text(headers: tuple[str, ...], rows: list[tuple[object, ...]], empty: str) -> str:
+    """Rows in aligned columns under their headers, for people (`-o table`); `empty` when there are none."""
+    if not rows:
+        return empty
+    cells = [headers, *[tuple(str(cell) for cell in row) for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells)
+
+
 def result_text(result: Record) -> str:
     fires = ", ".join(utc(ms) for ms in result.get("next_fires_ms") or []) or "-"
     return f"{result['command_type']} {result['schedule_id']}: {result['status']} version {result['version']}; next fires: {fires}"

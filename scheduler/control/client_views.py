@@ -63,6 +63,12 @@ class ClientViews:
         self._caught_up(view)
         return view.tenants()
 
+    def occurrences_of(self, tenant: str, schedule_id: str) -> list[Record]:
+        """Every occurrence of the schedule the status changelog still holds, newest first."""
+        view = self.occurrence_view()
+        self._caught_up(view)
+        return view.for_schedule(tenant, schedule_id, limit=None)
+
     def occurrence(self, tenant: str, occurrence_id: str) -> Record:
         view = self.occurrence_view()
         self._caught_up(view)

@@ -205,20 +205,6 @@ def _upper_choice(choices: tuple[str, ...] | list[str]) -> Callable[[str], str]:
     return convert
 
 
-def occurrences_get(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        status = client.occurrence(args.tenant, args.occurrence_id)
-    return emit(args, status, lambda s: (
-        f"{s['occurrence_id']}  {s['state']}  schedule {s['schedule_id']} v{s['schedule_version']}  "
-        f"scheduled_for {utc(s['scheduled_for_ms'])}  attempt {s['attempt']}\n"
-        + "\n".join(f"  {a['kind']} attempt {a['attempt']} at {utc(a['at_ms'])}"
-                    f"{'  ' + a['error_message'] if a.get('error_message') else ''}" for a in s["attempts"])))
-
-
-def occurrences_rerun(args: argparse.Namespace) -> int:
-    return command(args, lambda c: c.rerun(args.tenant, args.occurrence_id, args.schedule))
-
-
 def register_schedules(subparsers: argparse._SubParsersAction, description: str) -> None:
     schedules = subparsers.add_parser("schedules", help="create and manage schedules",
                                       description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,15 +260,3 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     output_arg(prev)
     prev.add_argument("--after", type=instant_type, help="fires strictly after this instant (default: now)")
     _spec_args(prev, kind_required=False)
-
-
-def register_occurrences(subparsers: argparse._SubParsersAction) -> None:
-    occurrences = subparsers.add_parser("occurrences", help="inspect and re-run occurrences")
-    overbs = occurrences.add_subparsers(dest="verb", required=True)
-    oget = add(overbs, "get", occurrences_get, "show an occurrence and its attempts")
-    tenant_arg(oget)
-    oget.add_argument("occurrence_id")
-    rerun = add(overbs, "rerun", occurrences_rerun, "dispatch a finished or dead occurrence again")
-    tenant_arg(rerun)
-    rerun.add_argument("occurrence_id")
-    rerun.add_argument("--schedule", help="its schedule id (default: looked up)")

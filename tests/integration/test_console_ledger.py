@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from scheduler.console.ledger import Ledger, schema_name
+from scheduler.audit.history import Ledger, schema_name
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.integration

@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
+
+import psycopg
 
 import pytest
 
 from control_env import cli, cli_text, control_env
+from engine_harness import FakeWorker
+from ledger_sink import sink_topics
 from scheduler.api.keys import KeyStore
+from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.cli_support import DeprecatedAlias
 
 
@@ -176,3 +182,52 @@ def test_export_apply_round_trip_update_with_its_diff_and_prune(env, tmp_path: P
     code, summary = cli(env, "schedules", "apply", "-f", str(third))
     assert code == 1 and summary["rejections"][0]["reason"] == "INVALID_SPEC" and summary["rejections"][0]["line"] == 4
     assert cli(env, "schedules", "apply", "-f", str(tmp_path / "missing.jsonl"))[0] == 2
+
+
+def test_occurrences_list_from_the_view_and_from_the_ledger(env, audit_postgres):
+    """A schedule's run history: the view's rows, its filters, a ledger that does not answer (the view, said on
+    stderr), then the same occurrences from a ledger written from the topics as the sink writes them."""
+    sid = f"runs-{uuid.uuid4().hex[:6]}"
+    assert cli(env, "schedules", "create", "--tenant", "acme", "--id", sid, "--cron", "0 0 1 1 *",
+               "--max-attempts", "1")[0] == 0
+    reader = env.occurrences(("acme",))
+    try:
+        for _ in range(2):
+            assert cli(env, "schedules", "trigger", "--tenant", "acme", sid)[0] == 0
+        found = reader.until(lambda rs: sum(r.record["schedule_id"] == sid for r in rs) >= 2, timeout=20)
+    finally:
+        reader.close()
+    first, second = sorted((r.record for r in found if r.record["schedule_id"] == sid),
+                           key=lambda o: o["scheduled_for_ms"])
+    worker = FakeWorker(env.bootstrap, env.prefix)
+    worker.run(first, "SUCCEEDED")
+    worker.run(second, "FAILED", error_message="boom")
+    listing = ["occurrences", "list", "--tenant", "acme", "--schedule", sid]
+    deadline = time.monotonic() + 30
+    rows = cli(env, *listing)[1]
+    while {r["status"] for r in rows} != {"SUCCEEDED", "DEAD"}:
+        assert time.monotonic() < deadline, rows  # the status view follows the attempt events
+        time.sleep(0.2)
+        rows = cli(env, *listing)[1]
+    assert [r["occurrence_id"] for r in rows] == [second["occurrence_id"], first["occurrence_id"]]  # newest first
+    assert [r["source"] for r in rows] == ["views", "views"] and all(r["attempts"] == 1 for r in rows)
+    assert all(r["lag_ms"] is not None for r in rows)
+    assert [r["occurrence_id"] for r in cli(env, *listing, "--status", "succeeded")[1]] == [first["occurrence_id"]]
+    assert [r["occurrence_id"] for r in cli(env, *listing, "--limit", "1")[1]] == [second["occurrence_id"]]
+    assert [r["occurrence_id"] for r in cli(env, *listing, "--since", str(second["scheduled_for_ms"]))[1]] == \
+        [second["occurrence_id"]]
+    assert cli(env, "occurrences", "list", "--tenant", "globex", "--schedule", sid)[0] == 3
+    table = cli_text(env, *listing, "--database-url", "postgresql://127.0.0.1:1/none")
+    assert table.returncode == 0 and table.stdout.splitlines()[0].split()[:2] == ["OCCURRENCE", "SCHEDULED"]
+    assert len(table.stdout.splitlines()) == 3 and "the audit ledger did not answer" in table.stderr
+
+    with psycopg.connect(audit_postgres, autocommit=True) as conn:
+        ensure_tables(conn, env.prefix)
+        sink_topics(env.bootstrap, env.prefix, ["acme"], conn, schema_name(env.prefix), idle_s=1.0)
+    code, ledger_rows = cli(env, *listing, "--database-url", audit_postgres)
+    assert code == 0 and [r["source"] for r in ledger_rows] == ["ledger", "ledger"], ledger_rows
+    assert [(r["occurrence_id"], r["status"]) for r in ledger_rows] == [(second["occurrence_id"], "DEAD"),
+                                                                        (first["occurrence_id"], "SUCCEEDED")]
+    assert all(r["attempts"] == 1 and r["lag_ms"] is not None for r in ledger_rows)
+    code, dead = cli(env, *listing, "--database-url", audit_postgres, "--status", "DEAD")
+    assert [r["occurrence_id"] for r in dead] == [second["occurrence_id"]]

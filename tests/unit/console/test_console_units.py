@@ -10,7 +10,7 @@ from scheduler.control.client import make_spec
 from scheduler.console.engine_metrics import figures, histogram_quantile, parse, _delta
 from scheduler.console.fires import fire_rows
 from scheduler.console.actions import _edited, _safe_next
-from scheduler.console.ledger import schema_name
+from scheduler.audit.history import schema_name
 from scheduler.console.web import PageError
 from scheduler.console.occurrence_stats import OccurrenceStats, p99
 from scheduler.console.sessions import Sessions, csrf_ok
