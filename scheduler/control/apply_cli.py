@@ -31,15 +31,14 @@ from scheduler.control.cli_common import (
     client_log,
     emit,
     output_arg,
+    spec_value_text,
     utc,
 )
 from scheduler.control.client import SchedulerClient, ValidationError
 from scheduler.control.schedule_import import Rejection
-from scheduler.timing.cli_values import format_duration_ms
 
 VERBS_DONE = {"create": "created", "update": "updated", "pause": "paused", "cancel": "canceled"}
 COMMAND_TYPES = {"update": "UPDATE", "pause": "PAUSE", "cancel": "CANCEL"}
-INSTANT_FIELDS = frozenset({"anchor_at_ms", "start_at_ms", "end_at_ms"})
 
 
 def schedules_apply(args: argparse.Namespace) -> int:
@@ -103,22 +102,6 @@ def _collect(client: SchedulerClient, command_ids: set[str]) -> dict[str, Record
     return results
 
 
-def shown(name: str, value: Any) -> str:
-    """A spec field's value as people write it: durations as `5m`, instants in RFC 3339, text quoted."""
-    if value is None:
-        return "-"
-    if isinstance(value, bytes):
-        try:
-            return repr(value.decode("utf-8"))
-        except UnicodeDecodeError:
-            return f"base64:{base64.b64encode(value).decode()}"
-    if name in INSTANT_FIELDS:
-        return utc(value)
-    if name.endswith("_ms"):
-        return format_duration_ms(value)
-    return repr(value) if isinstance(value, str) else str(value)
-
-
 def _json_value(value: Any) -> Any:
     if isinstance(value, bytes):
         try:
@@ -147,7 +130,7 @@ def plan_text(plan: ApplyPlan, dry_run: bool) -> str:
         where = f"line {change.line}" if change.line is not None else "not in the file"
         version = f" v{change.version}" if change.version is not None else ""
         rows.append(f"{change.action:<8} {change.tenant}/{change.schedule_id}{version} ({where})")
-        rows += [f"    {name}: {shown(name, before)} -> {shown(name, after)}"
+        rows += [f"    {name}: {spec_value_text(name, before)} -> {spec_value_text(name, after)}"
                  for name, (before, after) in change.diff.items()]
     rows += [f"line {r.line}: REJECTED {r.reason}: {r.message}" + (f" (schedule {r.tenant}/{r.schedule_id})"
                                                                    if r.schedule_id else "")

@@ -3,6 +3,7 @@ read in the command's `--tz`, and errors mapped to the exit codes scripts rely o
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -32,11 +33,12 @@ from scheduler.control.client import (
     ValidationError,
 )
 from scheduler.kafka.views import ViewUnavailable
-from scheduler.timing.cli_values import duration_type, resolve_instants
+from scheduler.timing.cli_values import duration_type, format_duration_ms, resolve_instants
 from scheduler.timing.instants import format_utc, to_datetime
 
 Record = dict[str, Any]
 OUTPUTS = ("table", "json", "jsonl")
+SPEC_INSTANT_FIELDS = frozenset({"anchor_at_ms", "start_at_ms", "end_at_ms"})
 
 # The control commands' names for the one exit-code table (scheduler/cli_support.py, docs/cli.md).
 EXIT_ERROR, EXIT_USAGE, EXIT_QUOTA = EXIT_FINDING, EXIT_BAD_INPUT, EXIT_FORBIDDEN
@@ -49,6 +51,22 @@ EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
 
 def utc(ms: int | None) -> str:
     return "-" if ms is None else format_utc(to_datetime(ms))
+
+
+def spec_value_text(name: str, value: Any) -> str:
+    """A spec field's value as people write it: durations as `5m`, instants in RFC 3339, text quoted."""
+    if value is None:
+        return "-"
+    if isinstance(value, bytes):
+        try:
+            return repr(value.decode("utf-8"))
+        except UnicodeDecodeError:
+            return f"base64:{base64.b64encode(value).decode()}"
+    if name in SPEC_INSTANT_FIELDS:
+        return utc(value)
+    if name.endswith("_ms"):
+        return format_duration_ms(value)
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def common_args(parser: argparse.ArgumentParser) -> None:

@@ -52,10 +52,13 @@ class ClientViews:
             raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
         return state
 
-    def list(self, tenant: str, state: str | None = None) -> list[Record]:
+    def list(self, tenant: str, state: str | None = None, after: str | None = None,
+             limit: int | None = None) -> list[Record]:
+        """The tenant's schedules by schedule_id; a page of `limit` from the one after `after` (the HTTP API's
+        paging: the last id of a full page is the next page's `after`)."""
         view = self.schedule_view()
         self._caught_up(view)
-        return view.list(tenant, state)
+        return view.list(tenant, state, after, limit)
 
     def tenants_with_schedules(self) -> list[str]:
         """Every tenant the schedules topic holds a schedule of (registered or not), sorted."""

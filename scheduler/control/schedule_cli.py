@@ -1,4 +1,4 @@
-"""`scheduler schedules ...` and `scheduler occurrences ...`: schedules and their occurrences from a terminal."""
+"""`scheduler schedules ...`: schedules from a terminal (`occurrences ...`: occurrence_cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -20,7 +20,9 @@ from scheduler.control.cli_common import (
     command,
     emit,
     output_arg,
+    output_mode,
     result_text,
+    spec_value_text,
     tenant_arg,
     utc,
 )
@@ -30,6 +32,7 @@ from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationE
 from scheduler.timing.cli_values import duration_type, instant_type
 from scheduler.wire import vocabulary
 
+MAX_PAGE = 1000  # `schedules list --limit`: the HTTP API's largest page
 # The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, durations
 # (the `*_ms` fields: `--lease 30s`, with `--lease-ms 30000` a deprecated alias), choices.
 _SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
@@ -129,16 +132,24 @@ def _schedule_detail(state: Record) -> str:
     spec = state["spec"]
     lines = [_schedule_line(state), f"  created {utc(state['created_at_ms'])}  updated {utc(state['updated_at_ms'])}"
              f"  fired {state['fired_count']}  pending {len(state['pending'])}"]
-    lines += [f"  {name}: {spec[name]}" for name in SPEC_DEFAULTS if name not in ("kind", "expression", "payload")
-              and spec.get(name) is not None]
+    lines += [f"  {name}: {spec_value_text(name, spec[name])}" for name in SPEC_DEFAULTS
+              if name not in ("kind", "expression", "payload") and spec.get(name) is not None]
     return "\n".join(lines)
 
 
 def schedules_list(args: argparse.Namespace) -> int:
+    """Every schedule, or with `--limit` one page: then `-o json` is the HTTP API's page, {"schedules",
+    "next_after"}, and the other outputs say the next page's `--after` on stderr."""
     with client_for(args) as client:
-        states = client.list(args.tenant, args.state)
-    return emit(args, [schedule_json(s) for s in states],
-                 lambda rows: "\n".join(_schedule_line(s) for s in rows) or "(no schedules)")
+        states = client.list(args.tenant, args.state, args.after, args.limit)
+    rows = [schedule_json(s) for s in states]
+    next_after = rows[-1]["schedule_id"] if args.limit is not None and len(rows) == args.limit else None
+    if args.limit is not None and output_mode(args) == "json":
+        return emit(args, {"schedules": rows, "next_after": next_after}, str)
+    emit(args, rows, lambda shown: "\n".join(_schedule_line(s) for s in shown) or "(no schedules)")
+    if next_after is not None:
+        print(f"next page: --after {next_after}", file=sys.stderr)
+    return EXIT_OK
 
 
 def schedules_update(args: argparse.Namespace) -> int:
@@ -196,6 +207,13 @@ def schedules_preview(args: argparse.Namespace) -> int:
     return emit(args, fires, _fires_text)
 
 
+def _page_size(text: str) -> int:
+    """--limit: the HTTP API's page bounds."""
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"not a page size: {text!r} (1 to {MAX_PAGE})")
+    return int(text)
+
+
 def _upper_choice(choices: tuple[str, ...] | list[str]) -> Callable[[str], str]:
     """An argparse type for a choice given in any case, for flags added by `add_renamed` (which takes types)."""
     def convert(text: str) -> str:
@@ -225,6 +243,8 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     listing = add(verbs, "list", schedules_list, "list a tenant's schedules")
     tenant_arg(listing)
     listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
+    listing.add_argument("--limit", type=_page_size, help="one page of at most this many (1-1000; default: all)")
+    listing.add_argument("--after", help="the page after this schedule id (the `next_after` of the page before)")
     output_arg(listing)
     update = add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     tenant_arg(update)

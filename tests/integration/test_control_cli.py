@@ -231,3 +231,23 @@ def test_occurrences_list_from_the_view_and_from_the_ledger(env, audit_postgres)
     assert all(r["attempts"] == 1 and r["lag_ms"] is not None for r in ledger_rows)
     code, dead = cli(env, *listing, "--database-url", audit_postgres, "--status", "DEAD")
     assert [r["occurrence_id"] for r in dead] == [second["occurrence_id"]]
+
+
+def test_list_pages_as_the_http_api_does_and_get_shows_durations_the_human_way(env):
+    tenant = f"page{uuid.uuid4().hex[:6]}"
+    env.plane.tenants.register(tenant)
+    for sid in ("p1", "p2", "p3"):
+        assert cli(env, "schedules", "create", "--tenant", tenant, "--id", sid, "--cron", "0 9 * * *",
+                   "--max-lateness", "10m")[0] == 0
+    code, page = cli(env, "schedules", "list", "--tenant", tenant, "--limit", "2")
+    assert code == 0 and [s["schedule_id"] for s in page["schedules"]] == ["p1", "p2"] and page["next_after"] == "p2"
+    code, page = cli(env, "schedules", "list", "--tenant", tenant, "--limit", "2", "--after", "p2")
+    assert [s["schedule_id"] for s in page["schedules"]] == ["p3"] and page["next_after"] is None
+    assert len(cli(env, "schedules", "list", "--tenant", tenant)[1]) == 3  # without --limit: every one, a list
+    table = cli_text(env, "schedules", "list", "--tenant", tenant, "--limit", "1")
+    assert table.stdout.startswith("p1  ACTIVE") and table.stderr.strip() == "next page: --after p1"
+    lines = cli_text(env, "schedules", "list", "--tenant", tenant, "--limit", "2", "-o", "jsonl").stdout.splitlines()
+    assert [json.loads(line)["schedule_id"] for line in lines] == ["p1", "p2"]
+    assert cli_text(env, "schedules", "list", "--tenant", tenant, "--limit", "0").returncode == 2
+    shown = cli_text(env, "schedules", "get", "--tenant", tenant, "p1").stdout
+    assert "  max_lateness_ms: 10m" in shown and "  lease_ms: 30s" in shown

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from scheduler.control.apply_cli import plan_json, plan_text, shown
+from scheduler.control.apply_cli import plan_json, plan_text
+from scheduler.control.cli_common import spec_value_text as shown
 from scheduler.control.apply_plan import (
     export_text,
     file_format,
