@@ -182,7 +182,7 @@ def _simple(verb: str) -> Callable[[argparse.Namespace], int]:
 
 
 def schedules_trigger(args: argparse.Namespace) -> int:
-    return command(args, lambda c: c.trigger_now(args.tenant, args.schedule_id))
+    return command(args, lambda c: c.trigger_now(args.tenant, args.schedule_id, args.overlap_policy))
 
 
 def schedules_backfill(args: argparse.Namespace) -> int:
@@ -261,6 +261,10 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     trigger = add(verbs, "trigger", schedules_trigger, "fire one occurrence now")
     tenant_arg(trigger)
     trigger.add_argument("schedule_id")
+    overlap = _SPEC_CHOICE_FLAGS["overlap_policy"]
+    trigger.add_argument("--overlap-policy", type=_upper_choice(overlap), metavar="POLICY",
+                         help=f"this occurrence's overlap policy, one of {', '.join(overlap)} (default: the "
+                              "schedule's; ALLOW runs it although one still runs)")
     backfill = add(verbs, "backfill", schedules_backfill, "replay the fires of a past range (at most 1000)")
     tenant_arg(backfill)
     backfill.add_argument("schedule_id")
@@ -268,7 +272,6 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
                           help="first instant (inclusive): RFC 3339, epoch ms, or local in --tz")
     backfill.add_argument("--to", dest="to_ms", type=instant_type, required=True, help="last instant (inclusive)")
     backfill.add_argument("--tz", dest="time_zone", help="IANA zone of --from/--to given without an offset")
-    overlap = _SPEC_CHOICE_FLAGS["overlap_policy"]
     add_renamed(backfill, "--overlap-policy", "--overlap", "overlap_policy", _upper_choice(overlap),
                 _upper_choice(overlap), f"the replayed occurrences' overlap policy, one of {', '.join(overlap)} "
                 "(default: the schedule's)", "SKIP_IF_RUNNING", metavar="POLICY")

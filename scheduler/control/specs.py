@@ -80,6 +80,11 @@ def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: s
         raise ValidationError("INVALID_SPEC", "backfill: the range starts after it ends")
     if to_ms > now_ms:
         raise ValidationError("INVALID_SPEC", "backfill: the range must lie in the past")
+    validate_overlap(overlap_override)
+
+
+def validate_overlap(overlap_override: str | None) -> None:
+    """A backfill's or a trigger's overlap policy instead of the schedule's: None, or one of the policies."""
     if overlap_override is not None and overlap_override not in OVERLAP_POLICIES:
         raise ValidationError("INVALID_SPEC", f"overlap_override: one of {sorted(OVERLAP_POLICIES)}")
 

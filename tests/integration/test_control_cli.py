@@ -251,3 +251,31 @@ def test_list_pages_as_the_http_api_does_and_get_shows_durations_the_human_way(e
     assert cli_text(env, "schedules", "list", "--tenant", tenant, "--limit", "0").returncode == 2
     shown = cli_text(env, "schedules", "get", "--tenant", tenant, "p1").stdout
     assert "  max_lateness_ms: 10m" in shown and "  lease_ms: 30s" in shown
+
+
+def test_trigger_overlap_policy_runs_one_now_although_one_still_runs(env):
+    """SKIP_IF_RUNNING skips a trigger while an occurrence runs; `--overlap-policy ALLOW` sends it anyway. The
+    occurrences of one schedule share a partition, in order: the second one read is the ALLOW one, so the
+    skipped trigger never went out."""
+    sid = f"overlap-{uuid.uuid4().hex[:6]}"
+    assert cli(env, "schedules", "create", "--tenant", "acme", "--id", sid, "--cron", "0 0 1 1 *",
+               "--overlap-policy", "skip_if_running")[0] == 0
+    reader = env.occurrences(("acme",))
+    try:
+        assert cli(env, "schedules", "trigger", "--tenant", "acme", sid)[0] == 0
+        first = next(r.record for r in reader.until(lambda rs: any(r.record["schedule_id"] == sid for r in rs),
+                                                    timeout=20) if r.record["schedule_id"] == sid)
+        FakeWorker(env.bootstrap, env.prefix).send(first, "STARTED", str(uuid.uuid4()))
+        deadline = time.monotonic() + 20
+        while cli(env, "occurrences", "get", "--tenant", "acme", first["occurrence_id"])[1].get("state") != "RUNNING":
+            assert time.monotonic() < deadline, "the occurrence never ran"
+            time.sleep(0.2)
+        assert cli(env, "schedules", "trigger", "--tenant", "acme", sid)[0] == 0  # skipped: one runs
+        code, forced = cli(env, "schedules", "trigger", "--tenant", "acme", sid, "--overlap-policy", "allow")
+        assert code == 0
+        found = reader.until(lambda rs: sum(r.record["schedule_id"] == sid for r in rs) >= 2, timeout=20)
+    finally:
+        reader.close()
+    mine = [r.record for r in found if r.record["schedule_id"] == sid]
+    assert mine[1]["scheduled_for_ms"] == forced["next_fires_ms"][0]
+    assert cli(env, "schedules", "trigger", "--tenant", "acme", sid, "--overlap-policy", "sometimes")[0] == 2
