@@ -24,6 +24,8 @@ from scheduler.console.engine_metrics import EngineMetrics
 from scheduler.console.follower import ConsoleIndexes
 from scheduler.audit.history import Ledger
 from scheduler.console.sessions import COOKIE, Session, Sessions, csrf_ok
+from scheduler.control.specs import SPEC_INSTANT_FIELDS
+from scheduler.timing.cli_values import format_duration_ms
 
 HERE = Path(__file__).parent
 PREFIX = "/ui"
@@ -67,10 +69,22 @@ def seconds_text(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
+def spec_field_text(value: object, name: str) -> str:
+    """A spec field as people read it: durations as `5m` (the field's `_ms` value beside it), instants in UTC."""
+    if value is None:
+        return "—"
+    if name in SPEC_INSTANT_FIELDS and isinstance(value, int):
+        return utc_text(value)
+    if name.endswith("_ms") and isinstance(value, int):
+        return f"{format_duration_ms(value)} ({value} ms)"
+    return str(value)
+
+
 def _templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
     env.filters["utc"] = utc_text
     env.filters["secs"] = seconds_text
+    env.filters["spec_field"] = spec_field_text
     env.filters["q"] = lambda value: urllib.parse.quote(str(value), safe="")
     env.filters["text"] = lambda data: data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
     return env

@@ -32,13 +32,13 @@ from scheduler.control.client import (
     Unavailable,
     ValidationError,
 )
+from scheduler.control.specs import SPEC_INSTANT_FIELDS
 from scheduler.kafka.views import ViewUnavailable
 from scheduler.timing.cli_values import duration_type, format_duration_ms, resolve_instants
 from scheduler.timing.instants import format_utc, to_datetime
 
 Record = dict[str, Any]
 OUTPUTS = ("table", "json", "jsonl")
-SPEC_INSTANT_FIELDS = frozenset({"anchor_at_ms", "start_at_ms", "end_at_ms"})
 
 # The control commands' names for the one exit-code table (scheduler/cli_support.py, docs/cli.md).
 EXIT_ERROR, EXIT_USAGE, EXIT_QUOTA = EXIT_FINDING, EXIT_BAD_INPUT, EXIT_FORBIDDEN

@@ -23,6 +23,8 @@ OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
 # Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
 SPEC_DEFAULTS: Record = vocabulary.field_defaults("ScheduleSpec")
 SPEC_FIELDS = frozenset(vocabulary.field_names("ScheduleSpec"))
+# The spec fields that hold instants (epoch ms); the other `*_ms` fields are durations.
+SPEC_INSTANT_FIELDS = frozenset({"anchor_at_ms", "start_at_ms", "end_at_ms"})
 
 
 def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any) -> Record:
