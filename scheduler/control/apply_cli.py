@@ -34,7 +34,7 @@ from scheduler.control.cli_common import (
     spec_value_text,
     utc,
 )
-from scheduler.control.client import SchedulerClient, ValidationError
+from scheduler.control.client import SchedulerClient, SchedulerError, ValidationError
 from scheduler.control.schedule_import import Rejection
 
 VERBS_DONE = {"create": "created", "update": "updated", "pause": "paused", "cancel": "canceled"}
@@ -77,8 +77,14 @@ def _execute(client: SchedulerClient, plan: ApplyPlan) -> None:
     for index, result in client.create_stream(CreateRequest(c.tenant, c.spec or {}, c.schedule_id) for c in creates):
         if result["status"] != "ACCEPTED":
             failed.append((creates[index], result["reason"] or "UNKNOWN", result["message"] or ""))
-    sent = {client.send(COMMAND_TYPES[c.action], c.schedule_id, c.tenant, expected_version=c.version,
-                        **({"spec": c.spec} if c.action == "update" else {})): c for c in others}
+    sent: dict[str, Change] = {}
+    for change in others:
+        spec = {"spec": change.spec} if change.action == "update" else {}
+        try:
+            sent[client.send(COMMAND_TYPES[change.action], change.schedule_id, change.tenant,
+                             expected_version=change.version, **spec)] = change
+        except SchedulerError as exc:  # refused locally (the spec checked again as it is sent)
+            failed.append((change, exc.reason, exc.message))
     results = _collect(client, set(sent))
     for command_id, change in sent.items():
         result = results.get(command_id)
