@@ -27,6 +27,7 @@ from scheduler.control.cli_common import (
     EXIT_REJECTED,
     EXIT_UNAVAILABLE,
     Record,
+    add,
     client_for,
     client_log,
     emit,
@@ -70,7 +71,8 @@ def _read(path: str) -> str:
 
 
 def _execute(client: SchedulerClient, plan: ApplyPlan) -> None:
-    """Sends the plan's commands, many in flight; a change that fails leaves the plan's changes for its rejections."""
+    """Sends the plan's commands, many in flight; a change refused (or unanswered) moves from the plan's
+    changes to its rejections."""
     creates = [c for c in plan.changes if c.action == "create"]
     others = [c for c in plan.changes if c.action != "create"]
     failed: list[tuple[Change, str, str]] = []
@@ -162,7 +164,8 @@ def schedules_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def register(verbs: argparse._SubParsersAction, add: Any, tenant_default: str | None) -> None:
+def register(verbs: argparse._SubParsersAction, tenant_default: str | None) -> None:
+    """`apply` and `export` among the `schedules` verbs."""
     apply = add(verbs, "apply", schedules_apply,
                 "make the schedules of a file (JSON Lines or YAML) so: create, update, leave, --prune the rest")
     apply.add_argument("-f", "--file", required=True, help="the file (- for stdin): what `schedules export` writes")
