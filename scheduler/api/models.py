@@ -116,6 +116,12 @@ class BackfillIn(_Strict):
     overlap_override: OverlapPolicy | None = None
 
 
+class TriggerIn(_Strict):
+    overlap_override: OverlapPolicy | None = Field(
+        None, description="this occurrence's overlap policy instead of the schedule's (ALLOW: run it although "
+                          "one still runs)")
+
+
 class PreviewIn(_Strict):
     spec: SpecIn
     count: Annotated[int, Field(ge=0, le=1000)] = 10

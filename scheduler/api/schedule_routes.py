@@ -19,6 +19,7 @@ from scheduler.api.models import (
     PreviewIn,
     ScheduleId,
     ScheduleStatus,
+    TriggerIn,
     UpdateIn,
     result_json,
     schedule_json,
@@ -171,9 +172,10 @@ def add_fire_routes(app: FastAPI, plane: ControlPlane, access: Access, commands:
         Tenant = access.tenant
 
     @app.post("/v1/tenants/{tenant}/schedules/{schedule_id}/trigger", tags=["schedules"])
-    def trigger_schedule(tenant: Tenant, schedule_id: ScheduleId) -> Record:
-        """Fire one occurrence now; `next_fires_ms` holds its scheduled_for."""
-        return {"result": result_json(plane.client.trigger_now(tenant, schedule_id))}
+    def trigger_schedule(tenant: Tenant, schedule_id: ScheduleId, body: TriggerIn | None = None) -> Record:
+        """Fire one occurrence now (under `overlap_override` when given); `next_fires_ms` holds its scheduled_for."""
+        override = None if body is None else body.overlap_override
+        return {"result": result_json(plane.client.trigger_now(tenant, schedule_id, override))}
 
     @app.post("/v1/tenants/{tenant}/schedules/{schedule_id}/backfill", tags=["schedules"])
     def backfill_schedule(tenant: Tenant, schedule_id: ScheduleId, body: BackfillIn) -> Record:

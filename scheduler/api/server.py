@@ -19,8 +19,8 @@ def serve(bootstrap: str, prefix: str, host: str, port: int, key_file: Path | No
     Keys come from the shared `<prefix>.api-keys` topic, or from `key_file` when one is given. With
     `tls_cert` and `tls_key` (PEM files) it serves HTTPS only: a plain HTTP request gets no answer.
     The console (`/ui`) is mounted on the same app, behind the same keys."""
+    from scheduler.audit.history import Ledger
     from scheduler.console.follower import ConsoleIndexes
-    from scheduler.console.ledger import Ledger
     from scheduler.console.web import mount
 
     plane = ControlPlane.open(bootstrap, prefix, timeout_s)

@@ -36,7 +36,12 @@ class SharedKeyStore:
         self.producer = Producer(client_settings(connection(bootstrap, client_config), DURABLE_PRODUCER))
 
     def close(self) -> None:
+        """Also drops the producer: its librdkafka threads would otherwise outlive the broker, logging every
+        failed reconnection (after a test session's summary, for one) until the object is collected."""
+        if not hasattr(self, "producer"):
+            return
         self.producer.flush(10)
+        del self.producer
         self.view.close()
 
     def __enter__(self) -> SharedKeyStore:

@@ -11,6 +11,7 @@ from scheduler.console.fires import fire_rows
 from scheduler.console.forecast import FLEXIBLE, STRICT
 from scheduler.console.site import Console, Viewer, not_found, redirect
 from scheduler.control.client import SchedulerError, preview
+from scheduler.control.occurrence_history import view_row
 from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
@@ -135,12 +136,7 @@ def _history(console: Console, tenant: str, schedule_id: str, state: ScheduleSta
                     "occurrences": console.ledger.occurrences(tenant, schedule_id)}
         except Exception as exc:  # noqa: BLE001 - a driver or database failure: say so, use the views
             error = f"{type(exc).__name__}: {exc}"
-    occurrences = []
-    for status in console.plane.occurrences.for_schedule(tenant, schedule_id):
-        started = next((a["at_ms"] for a in status["attempts"] if a["kind"] == "STARTED"), None)
-        occurrences.append({"occurrence_id": status["occurrence_id"], "scheduled_for_ms": status["scheduled_for_ms"],
-                            "status": status["state"], "attempts": status["attempt"],
-                            "lag_ms": None if started is None else max(0, started - status["scheduled_for_ms"])})
+    occurrences = [view_row(status) for status in console.plane.occurrences.for_schedule(tenant, schedule_id)]
     versions = [{"version": state["version"], "state": state["state"], "spec": state["spec"],
                  "fired_count": state["fired_count"], "next_fire_ms": state["next_fire_ms"],
                  "updated_at_ms": state["updated_at_ms"]}]

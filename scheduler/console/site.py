@@ -15,9 +15,9 @@ from jinja2 import Environment
 
 from scheduler.api.keys import Principal
 from scheduler.api.plane import ControlPlane
+from scheduler.audit.history import Ledger
 from scheduler.console.engine_metrics import EngineMetrics
 from scheduler.console.follower import ConsoleIndexes
-from scheduler.console.ledger import Ledger
 from scheduler.console.sessions import COOKIE, Session, Sessions, csrf_ok
 from scheduler.wire.records import ScheduleState, Tenant
 

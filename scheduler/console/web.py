@@ -17,10 +17,10 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from scheduler.api.keys import Keys
 from scheduler.api.plane import ControlPlane
+from scheduler.audit.history import Ledger
 from scheduler.console import actions, pages
 from scheduler.console.engine_metrics import EngineMetrics
 from scheduler.console.follower import ConsoleIndexes
-from scheduler.console.ledger import Ledger
 from scheduler.console.sessions import COOKIE, Sessions
 
 # The pages' shared contract lives in `site` (a leaf); re-exported, as callers import it from here.
@@ -35,14 +35,28 @@ from scheduler.console.site import (  # noqa: F401
     seconds_text,
     utc_text,
 )
+from scheduler.control.specs import SPEC_INSTANT_FIELDS
+from scheduler.timing.cli_values import format_duration_ms
 
 HERE = Path(__file__).parent
+
+
+def spec_field_text(value: object, name: str) -> str:
+    """A spec field as people read it: durations as `5m` (the field's `_ms` value beside it), instants in UTC."""
+    if value is None:
+        return "—"
+    if name in SPEC_INSTANT_FIELDS and isinstance(value, int):
+        return utc_text(value)
+    if name.endswith("_ms") and isinstance(value, int):
+        return f"{format_duration_ms(value)} ({value} ms)"
+    return str(value)
 
 
 def _templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(["html"]))
     env.filters["utc"] = utc_text
     env.filters["secs"] = seconds_text
+    env.filters["spec_field"] = spec_field_text
     env.filters["q"] = lambda value: urllib.parse.quote(str(value), safe="")
     env.filters["text"] = lambda data: data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
     return env

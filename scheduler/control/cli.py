@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 
 from scheduler.control import api_cli, tenant_cli
-from scheduler.control.schedule_cli import register_occurrences, register_schedules
+from scheduler.control.occurrence_cli import register_occurrences
+from scheduler.control.schedule_cli import register_schedules
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

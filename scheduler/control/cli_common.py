@@ -3,6 +3,7 @@ read in the command's `--tz`, and errors mapped to the exit codes scripts rely o
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import sys
@@ -31,8 +32,9 @@ from scheduler.control.client import (
     Unavailable,
     ValidationError,
 )
+from scheduler.control.specs import SPEC_INSTANT_FIELDS
 from scheduler.kafka.views import ViewUnavailable
-from scheduler.timing.cli_values import duration_type, resolve_instants
+from scheduler.timing.cli_values import duration_type, format_duration_ms, resolve_instants
 from scheduler.timing.instants import format_utc, to_datetime
 
 Record = dict[str, Any]
@@ -49,6 +51,22 @@ EXIT_BY_ERROR: tuple[tuple[type[SchedulerError], int], ...] = (
 
 def utc(ms: int | None) -> str:
     return "-" if ms is None else format_utc(to_datetime(ms))
+
+
+def spec_value_text(name: str, value: Any) -> str:
+    """A spec field's value as people write it: durations as `5m`, instants in RFC 3339, text quoted."""
+    if value is None:
+        return "-"
+    if isinstance(value, bytes):
+        try:
+            return repr(value.decode("utf-8"))
+        except UnicodeDecodeError:
+            return f"base64:{base64.b64encode(value).decode()}"
+    if name in SPEC_INSTANT_FIELDS:
+        return utc(value)
+    if name.endswith("_ms"):
+        return format_duration_ms(value)
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def common_args(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +113,16 @@ def emit(args: argparse.Namespace, data: Any, human: Callable[[Any], str]) -> in
 def output_mode(args: argparse.Namespace) -> str:
     """`-o`'s choice; `--json`, which scripts have used since the first release, is `-o json`."""
     return "json" if getattr(args, "json", False) else getattr(args, "output", "table")
+
+
+def table_text(headers: tuple[str, ...], rows: list[tuple[object, ...]], empty: str) -> str:
+    """Rows in aligned columns under their headers, for people (`-o table`); `empty` when there are none."""
+    if not rows:
+        return empty
+    cells = [headers, *[tuple(str(cell) for cell in row) for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) for row in cells)
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def result_text(result: Record) -> str:

@@ -36,6 +36,7 @@ from scheduler.control.specs import (
     make_spec,
     preview,
     validate_backfill,
+    validate_overlap,
     validate_spec,
     with_anchor,
 )
@@ -276,9 +277,11 @@ class SchedulerClient(ClientViews):
     def cancel(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
         return self._call("CANCEL", schedule_id, tenant, expected_version=expected_version)
 
-    def trigger_now(self, tenant: str, schedule_id: str) -> Record:
-        """Fire one occurrence now; the result's next_fires_ms holds its scheduled_for."""
-        return self._call("TRIGGER", schedule_id, tenant)
+    def trigger_now(self, tenant: str, schedule_id: str, overlap_override: str | None = None) -> Record:
+        """Fire one occurrence now (under `overlap_override` instead of the schedule's overlap policy, when
+        given); the result's next_fires_ms holds its scheduled_for."""
+        validate_overlap(overlap_override)
+        return self._call("TRIGGER", schedule_id, tenant, overlap_override=overlap_override)
 
     def rerun(self, tenant: str, occurrence_id: str, schedule_id: str | None = None) -> Record:
         """Dispatch a finished or dead occurrence again under the same id; its schedule comes from the view."""

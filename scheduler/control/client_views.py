@@ -2,6 +2,7 @@
 caught up before each read, so a read after a command's result sees what the command did."""
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -57,10 +58,25 @@ class ClientViews:
             raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
         return state
 
-    def list(self, tenant: str, state: str | None = None) -> list[ScheduleState]:
+    def list(self, tenant: str, state: str | None = None, after: str | None = None,
+             limit: int | None = None) -> builtins.list[ScheduleState]:
+        """The tenant's schedules by schedule_id; a page of `limit` from the one after `after` (the HTTP API's
+        paging: the last id of a full page is the next page's `after`)."""
         view = self.schedule_view()
         self._caught_up(view)
-        return view.list(tenant, state)
+        return view.list(tenant, state, after, limit)
+
+    def tenants_with_schedules(self) -> builtins.list[str]:
+        """Every tenant the schedules topic holds a schedule of (registered or not), sorted."""
+        view = self.schedule_view()
+        self._caught_up(view)
+        return view.tenants()
+
+    def occurrences_of(self, tenant: str, schedule_id: str) -> builtins.list[OccurrenceStatus]:
+        """Every occurrence of the schedule the status changelog still holds, newest first."""
+        view = self.occurrence_view()
+        self._caught_up(view)
+        return view.for_schedule(tenant, schedule_id, limit=None)
 
     def occurrence(self, tenant: str, occurrence_id: str) -> OccurrenceStatus:
         view = self.occurrence_view()

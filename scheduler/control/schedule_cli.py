@@ -1,4 +1,4 @@
-"""`scheduler schedules ...` and `scheduler occurrences ...`: schedules and their occurrences from a terminal."""
+"""`scheduler schedules ...`: schedules from a terminal (`occurrences ...`: occurrence_cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +9,7 @@ from collections.abc import Callable
 from scheduler.api.models import schedule_json
 from scheduler.cli_support import add_renamed
 from scheduler.config import TENANT_ENV
+from scheduler.control import apply_cli
 from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
 from scheduler.control.cli_common import (
     EXIT_OK,
@@ -21,7 +22,9 @@ from scheduler.control.cli_common import (
     command,
     emit,
     output_arg,
+    output_mode,
     result_text,
+    spec_value_text,
     tenant_arg,
     utc,
 )
@@ -29,6 +32,7 @@ from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationE
 from scheduler.timing.cli_values import duration_type, instant_type
 from scheduler.wire import vocabulary
 
+MAX_PAGE = 1000  # `schedules list --limit`: the HTTP API's largest page
 # The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, durations
 # (the `*_ms` fields: `--lease 30s`, with `--lease-ms 30000` a deprecated alias), choices.
 _SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
@@ -129,16 +133,24 @@ def _schedule_detail(state: Record) -> str:
     spec = state["spec"]
     lines = [_schedule_line(state), f"  created {utc(state['created_at_ms'])}  updated {utc(state['updated_at_ms'])}"
              f"  fired {state['fired_count']}  pending {len(state['pending'])}"]
-    lines += [f"  {name}: {spec[name]}" for name in SPEC_DEFAULTS if name not in ("kind", "expression", "payload")
-              and spec.get(name) is not None]
+    lines += [f"  {name}: {spec_value_text(name, spec[name])}" for name in SPEC_DEFAULTS
+              if name not in ("kind", "expression", "payload") and spec.get(name) is not None]
     return "\n".join(lines)
 
 
 def schedules_list(args: argparse.Namespace) -> int:
+    """Every schedule, or with `--limit` one page: then `-o json` is the HTTP API's page, {"schedules",
+    "next_after"}, and the other outputs say the next page's `--after` on stderr."""
     with client_for(args) as client:
-        states = client.list(args.tenant, args.state)
-    return emit(args, [schedule_json(s) for s in states],
-                 lambda rows: "\n".join(_schedule_line(s) for s in rows) or "(no schedules)")
+        states = client.list(args.tenant, args.state, args.after, args.limit)
+    rows = [schedule_json(s) for s in states]
+    next_after = rows[-1]["schedule_id"] if args.limit is not None and len(rows) == args.limit else None
+    if args.limit is not None and output_mode(args) == "json":
+        return emit(args, {"schedules": rows, "next_after": next_after}, str)
+    emit(args, rows, lambda shown: "\n".join(_schedule_line(s) for s in shown) or "(no schedules)")
+    if next_after is not None:
+        print(f"next page: --after {next_after}", file=sys.stderr)
+    return EXIT_OK
 
 
 def schedules_update(args: argparse.Namespace) -> int:
@@ -171,7 +183,7 @@ def _simple(verb: str) -> Callable[[argparse.Namespace], int]:
 
 
 def schedules_trigger(args: argparse.Namespace) -> int:
-    return command(args, lambda c: c.trigger_now(args.tenant, args.schedule_id))
+    return command(args, lambda c: c.trigger_now(args.tenant, args.schedule_id, args.overlap_policy))
 
 
 def schedules_backfill(args: argparse.Namespace) -> int:
@@ -196,6 +208,13 @@ def schedules_preview(args: argparse.Namespace) -> int:
     return emit(args, fires, _fires_text)
 
 
+def _page_size(text: str) -> int:
+    """--limit: the HTTP API's page bounds."""
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"not a page size: {text!r} (1 to {MAX_PAGE})")
+    return int(text)
+
+
 def _upper_choice(choices: tuple[str, ...] | list[str]) -> Callable[[str], str]:
     """An argparse type for a choice given in any case, for flags added by `add_renamed` (which takes types)."""
     def convert(text: str) -> str:
@@ -203,20 +222,6 @@ def _upper_choice(choices: tuple[str, ...] | list[str]) -> Callable[[str], str]:
             raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(choices)})")
         return text.upper()
     return convert
-
-
-def occurrences_get(args: argparse.Namespace) -> int:
-    with client_for(args) as client:
-        status = client.occurrence(args.tenant, args.occurrence_id)
-    return emit(args, status, lambda s: (
-        f"{s['occurrence_id']}  {s['state']}  schedule {s['schedule_id']} v{s['schedule_version']}  "
-        f"scheduled_for {utc(s['scheduled_for_ms'])}  attempt {s['attempt']}\n"
-        + "\n".join(f"  {a['kind']} attempt {a['attempt']} at {utc(a['at_ms'])}"
-                    f"{'  ' + a['error_message'] if a.get('error_message') else ''}" for a in s["attempts"])))
-
-
-def occurrences_rerun(args: argparse.Namespace) -> int:
-    return command(args, lambda c: c.rerun(args.tenant, args.occurrence_id, args.schedule))
 
 
 def register_schedules(subparsers: argparse._SubParsersAction, description: str) -> None:
@@ -232,12 +237,15 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
                 "create schedules from JSON Lines, many in flight (docs/control-plane.md)")
     bulk.add_argument("file", help="JSON Lines file, one schedule a line; - for stdin")
     bulk.add_argument("--window", type=int, default=DEFAULT_WINDOW, help="commands in flight at most")
+    apply_cli.register(verbs, os.environ.get(TENANT_ENV) or None)
     get = add(verbs, "get", schedules_get, "show one schedule")
     tenant_arg(get)
     get.add_argument("schedule_id")
     listing = add(verbs, "list", schedules_list, "list a tenant's schedules")
     tenant_arg(listing)
     listing.add_argument("--state", type=str.upper, choices=vocabulary.choices("ScheduleStatus"))
+    listing.add_argument("--limit", type=_page_size, help="one page of at most this many (1-1000; default: all)")
+    listing.add_argument("--after", help="the page after this schedule id (the `next_after` of the page before)")
     output_arg(listing)
     update = add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     tenant_arg(update)
@@ -254,6 +262,10 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     trigger = add(verbs, "trigger", schedules_trigger, "fire one occurrence now")
     tenant_arg(trigger)
     trigger.add_argument("schedule_id")
+    overlap = _SPEC_CHOICE_FLAGS["overlap_policy"]
+    trigger.add_argument("--overlap-policy", type=_upper_choice(overlap), metavar="POLICY",
+                         help=f"this occurrence's overlap policy, one of {', '.join(overlap)} (default: the "
+                              "schedule's; ALLOW runs it although one still runs)")
     backfill = add(verbs, "backfill", schedules_backfill, "replay the fires of a past range (at most 1000)")
     tenant_arg(backfill)
     backfill.add_argument("schedule_id")
@@ -261,7 +273,6 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
                           help="first instant (inclusive): RFC 3339, epoch ms, or local in --tz")
     backfill.add_argument("--to", dest="to_ms", type=instant_type, required=True, help="last instant (inclusive)")
     backfill.add_argument("--tz", dest="time_zone", help="IANA zone of --from/--to given without an offset")
-    overlap = _SPEC_CHOICE_FLAGS["overlap_policy"]
     add_renamed(backfill, "--overlap-policy", "--overlap", "overlap_policy", _upper_choice(overlap),
                 _upper_choice(overlap), f"the replayed occurrences' overlap policy, one of {', '.join(overlap)} "
                 "(default: the schedule's)", "SKIP_IF_RUNNING", metavar="POLICY")
@@ -273,15 +284,3 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     output_arg(prev)
     prev.add_argument("--after", type=instant_type, help="fires strictly after this instant (default: now)")
     _spec_args(prev, kind_required=False)
-
-
-def register_occurrences(subparsers: argparse._SubParsersAction) -> None:
-    occurrences = subparsers.add_parser("occurrences", help="inspect and re-run occurrences")
-    overbs = occurrences.add_subparsers(dest="verb", required=True)
-    oget = add(overbs, "get", occurrences_get, "show an occurrence and its attempts")
-    tenant_arg(oget)
-    oget.add_argument("occurrence_id")
-    rerun = add(overbs, "rerun", occurrences_rerun, "dispatch a finished or dead occurrence again")
-    tenant_arg(rerun)
-    rerun.add_argument("occurrence_id")
-    rerun.add_argument("--schedule", help="its schedule id (default: looked up)")

@@ -25,6 +25,8 @@ OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
 # Every ScheduleSpec field with its schema default (all but kind and expression, which make_spec takes).
 SPEC_DEFAULTS: Record = vocabulary.field_defaults("ScheduleSpec")
 SPEC_FIELDS = frozenset(vocabulary.field_names("ScheduleSpec"))
+# The spec fields that hold instants (epoch ms); the other `*_ms` fields are durations.
+SPEC_INSTANT_FIELDS = frozenset({"anchor_at_ms", "start_at_ms", "end_at_ms"})
 
 
 def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any) -> Record:
@@ -83,6 +85,11 @@ def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: s
         raise ValidationError("INVALID_SPEC", "backfill: the range starts after it ends")
     if to_ms > now_ms:
         raise ValidationError("INVALID_SPEC", "backfill: the range must lie in the past")
+    validate_overlap(overlap_override)
+
+
+def validate_overlap(overlap_override: str | None) -> None:
+    """A backfill's or a trigger's overlap policy instead of the schedule's: None, or one of the policies."""
     if overlap_override is not None and overlap_override not in OVERLAP_POLICIES:
         raise ValidationError("INVALID_SPEC", f"overlap_override: one of {sorted(OVERLAP_POLICIES)}")
 

@@ -85,7 +85,12 @@ class TenantRegistry:
         self.producer = Producer(client_settings(self.connection, DURABLE_PRODUCER))
 
     def close(self) -> None:
+        """Also drops the producer: its librdkafka threads would otherwise outlive the broker, logging every
+        failed reconnection (after a test session's summary, for one) until the object is collected."""
+        if not hasattr(self, "producer"):
+            return
         self.producer.flush(10)
+        del self.producer
         self.view.close()
 
     def __enter__(self) -> TenantRegistry:

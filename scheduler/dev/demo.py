@@ -1,4 +1,6 @@
-"""`scheduler demo`: the whole system on this machine, with a demo tenant and a worker printing occurrences."""
+"""`scheduler demo`: the whole system on this machine, as a tour: a registered demo tenant and its schedules, a
+worker printing occurrences, the HTTP API and console beside them (address and key printed), and the
+reconcile summary of the audit ledger at the end."""
 from __future__ import annotations
 
 import argparse
@@ -62,7 +64,9 @@ def _print_occurrence(occurrence: Occurrence, ctx: AttemptContext) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from scheduler.audit import demo_ledger
+    from scheduler.broker.ports import free_port
     from scheduler.control.client import SchedulerClient
+    from scheduler.dev.demo_console import register_tenant, start_api
     from scheduler.kafka.admin import ensure_topics
     from scheduler.wire.topology import Topology
     from scheduler.worker import Worker
@@ -70,10 +74,14 @@ def _demo(args: argparse.Namespace) -> int:
     bootstrap = _bootstrap()
     settings = Settings.from_env()
     ensure_topics(bootstrap, Topology.load(), settings.topic_prefix, tenants=[TENANT])
+    register_tenant(bootstrap, settings.topic_prefix, TENANT)
     ledger = demo_ledger.start(bootstrap, settings.topic_prefix)
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap}
-    engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo", "--open-tenants",
-                               "--log-level", "WARNING"], env=env)
+    metrics_port = free_port()
+    api = start_api(bootstrap, settings.topic_prefix, TENANT, f"http://127.0.0.1:{metrics_port}/metrics",
+                    state_home() / "demo" / "api.log")
+    engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo",
+                               "--metrics-port", str(metrics_port), "--log-level", "WARNING"], env=env)
     worker = Worker(bootstrap, settings.topic_prefix, TENANT, _print_occurrence)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -96,9 +104,11 @@ def _demo(args: argparse.Namespace) -> int:
             threading.Timer(args.duration, worker.stop).start()
         worker.run()
     finally:
+        api.stop()
         engine.send_signal(signal.SIGTERM)
         engine.wait(30)
-        print("scheduler stopped; the broker keeps running (`scheduler broker stop` stops it)", file=sys.stderr)
+        print("scheduler and API stopped; the broker keeps running (`scheduler broker stop` stops it)",
+              file=sys.stderr)
         if ledger is not None:
             demo_ledger.print_summary(ledger, TENANT, settle_s=5.0 + spread_s)
     return 0

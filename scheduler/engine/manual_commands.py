@@ -36,11 +36,13 @@ def rerun(timeline: Timeline, command: Command, schedule: ScheduleState | None, 
 
 
 def trigger(timeline: Timeline, command: Command, schedule: ScheduleState | None, now_ms: int) -> CommandResult:
-    """Fire one occurrence now, outside the schedule's own times (its instant is the command's processing time)."""
+    """Fire one occurrence now, outside the schedule's own times (its instant is the command's processing time),
+    under the command's overlap_override when it has one (e.g. ALLOW: run now although one still runs)."""
     if schedule is None or schedule["tenant"] != command["tenant"] or schedule["state"] not in HOLDS_SLOT:
         return _no_schedule(command, schedule, now_ms)
     oid = occurrence_id(schedule["schedule_id"], schedule["version"], to_datetime(now_ms))
-    ref = timeline.enqueue(schedule, oid, now_ms, now_ms, attempt=1, dst_rule=None, catch_up=False)
+    ref = timeline.enqueue(_with_overlap(schedule, command), oid, now_ms, now_ms, attempt=1, dst_rule=None,
+                           catch_up=False)
     timeline.ctx.save({**schedule, "pending": [*schedule["pending"], ref]})
     return result_record(command, "ACCEPTED", now_ms, version=schedule["version"], next_fires_ms=[now_ms])
 
@@ -58,8 +60,7 @@ def backfill(timeline: Timeline, command: Command, schedule: ScheduleState | Non
     if len(fires) > MAX_BACKFILL:
         return result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
                              message=f"backfill: the range holds more than {MAX_BACKFILL} fires; split it")
-    policy = command.get("overlap_override") or schedule["spec"]["overlap_policy"]
-    target: ScheduleState = {**schedule, "spec": {**schedule["spec"], "overlap_policy": policy}}
+    target = _with_overlap(schedule, command)
     refs = []
     for fire in fires:
         at_ms = to_ms(fire.scheduled_for)
@@ -68,6 +69,12 @@ def backfill(timeline: Timeline, command: Command, schedule: ScheduleState | Non
     timeline.ctx.save({**schedule, "pending": [*schedule["pending"], *refs]})
     return result_record(command, "ACCEPTED", now_ms, version=schedule["version"],
                          next_fires_ms=[ref["scheduled_for_ms"] for ref in refs])
+
+
+def _with_overlap(schedule: ScheduleState, command: Command) -> ScheduleState:
+    """The schedule as its manual occurrences see it: with the command's overlap_override, if it has one."""
+    policy = command.get("overlap_override") or schedule["spec"]["overlap_policy"]
+    return {**schedule, "spec": {**schedule["spec"], "overlap_policy": policy}}
 
 
 def _no_schedule(command: Command, schedule: ScheduleState | None, now_ms: int) -> CommandResult:

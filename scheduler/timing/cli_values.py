@@ -59,6 +59,19 @@ def parse_duration_ms(text: str, bare_unit: str | None = None) -> int:
     return int(ms)
 
 
+def format_duration_ms(ms: int) -> str:
+    """`ms` the way people write it and `parse_duration` reads it back: 300000 is `5m`, 5400000 `1h30m`,
+    1500 `1s500ms`, 0 `0s`."""
+    if ms == 0:
+        return "0s"
+    parts, left = [], ms
+    for unit in ("d", "h", "m", "s", "ms"):
+        count, left = divmod(left, MS_PER_UNIT[unit])
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
 def duration_type(unit: str = "ms", bare_unit: str | None = None) -> Callable[[str], int | float]:
     """An argparse `type=`: the duration in `unit` (int for ms, float otherwise, what the flag's consumer
     takes); a bare number in `bare_unit`, for a flag that took one before."""

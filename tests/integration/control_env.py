@@ -79,3 +79,10 @@ def cli(env: ControlEnv, *args: str, prefix: str | None = None) -> tuple[int, ob
                          env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
                               "SCHEDULER_TOPIC_PREFIX": prefix or env.prefix})
     return run.returncode, json.loads(run.stdout) if run.stdout.strip() else None
+
+
+def cli_text(env: ControlEnv, *args: str) -> subprocess.CompletedProcess[str]:
+    """`scheduler ARGS` against the env's broker and prefix, its output as people read it."""
+    return subprocess.run([sys.executable, "-m", "scheduler", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": env.bootstrap,
+                                            "SCHEDULER_TOPIC_PREFIX": env.prefix})

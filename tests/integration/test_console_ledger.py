@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from scheduler.console.ledger import Ledger, schema_name
+from scheduler.audit.history import Ledger, schema_name
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.integration
@@ -56,6 +56,8 @@ def test_versions_and_occurrences_come_from_the_ledger_per_tenant(postgres_dsn):
     assert occurrences["o1"]["dispatches"] == 2 and occurrences["o1"]["lag_ms"] == 250
     assert occurrences["o2"]["status"] == "SUCCEEDED" and occurrences["o2"]["lag_ms"] == 100  # from available_at
     assert ledger.occurrences("globex", "daily") == []
+    assert [o["occurrence_id"] for o in ledger.occurrences("acme", "daily", since_ms=base + 120_000)] == ["o2"]
+    assert [o["occurrence_id"] for o in ledger.occurrences("acme", "daily", limit=1)] == ["o2"]
 
 
 def test_an_unset_ledger_is_none(monkeypatch):

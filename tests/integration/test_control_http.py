@@ -61,6 +61,10 @@ def test_schedule_lifecycle_over_http(http, env):
     assert len(preview["next_fires_ms"]) == 4 and all(ms % 3_600_000 == 1_800_000 for ms in preview["next_fires_ms"])
     trigger = http.post(f"/v1/tenants/acme/schedules/{sid}/trigger", headers=a)
     assert trigger.status_code == 200 and len(trigger.json()["result"]["next_fires_ms"]) == 1
+    forced = http.post(f"/v1/tenants/acme/schedules/{sid}/trigger", headers=a, json={"overlap_override": "ALLOW"})
+    assert forced.status_code == 200 and len(forced.json()["result"]["next_fires_ms"]) == 1
+    assert http.post(f"/v1/tenants/acme/schedules/{sid}/trigger", headers=a,
+                     json={"overlap_override": "SOMETIMES"}).status_code == 422
     now = int(time.time() * 1000)
     backfill = http.post(f"/v1/tenants/acme/schedules/{sid}/backfill", headers=a,
                          json={"from_ms": now - 3 * 3_600_000, "to_ms": now})

@@ -35,8 +35,9 @@ class OccurrenceView(CompactedView[OccurrenceStatus]):
     def _entries(self) -> Mapping[str, OccurrenceStatus]:
         return self._by_id
 
-    def for_schedule(self, tenant: str, schedule_id: str, limit: int = 50) -> list[OccurrenceStatus]:
-        """The schedule's most recent occurrences (by scheduled_for, newest first) the changelog still holds."""
+    def for_schedule(self, tenant: str, schedule_id: str, limit: int | None = 50) -> list[OccurrenceStatus]:
+        """The schedule's most recent occurrences (by scheduled_for, newest first) the changelog still holds
+        (`limit` None: all of them)."""
         with self._cond:
             mine = [s for s in self._by_schedule.get(schedule_id, {}).values() if s["tenant"] == tenant]
         return sorted(mine, key=lambda s: (s["scheduled_for_ms"], s["occurrence_id"]), reverse=True)[:limit]

@@ -1,6 +1,7 @@
 """The control plane's view of every schedule, by id and by tenant (`<prefix>.schedules`)."""
 from __future__ import annotations
 
+import builtins
 import time
 from collections.abc import Mapping
 
@@ -53,7 +54,7 @@ class ScheduleView(CompactedView[ScheduleState]):
         return None if state is None or state["state"] in HIDDEN_STATES else state
 
     def list(self, tenant: str, state: str | None = None, after: str | None = None,
-             limit: int | None = None) -> list[ScheduleState]:
+             limit: int | None = None) -> builtins.list[ScheduleState]:
         """The tenant's schedules ordered by schedule_id, from the one after `after` (a page cursor)."""
         with self._cond:
             mine = list(self._by_tenant.get(tenant, {}).values())
@@ -61,6 +62,10 @@ class ScheduleView(CompactedView[ScheduleState]):
                            and (state is None or s["state"] == state)
                            and (after is None or s["schedule_id"] > after)), key=lambda s: s["schedule_id"])
         return selected if limit is None else selected[:limit]
+
+    def tenants(self) -> builtins.list[str]:
+        with self._cond:
+            return sorted(tenant for tenant, mine in self._by_tenant.items() if mine)
 
     def count_live(self, tenant: str) -> int:
         with self._cond:

@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 import pytest
 
 from scheduler.api.keys import KeyStore, create_key, revoke_key
+from scheduler.audit.history import schema_name
 from scheduler.console.actions import _edited, _safe_next
 from scheduler.console.engine_metrics import _delta, figures, histogram_quantile, parse
 from scheduler.console.fires import fire_rows
-from scheduler.console.ledger import schema_name
 from scheduler.console.occurrence_stats import OccurrenceStats, p99
 from scheduler.console.sessions import Sessions, csrf_ok
 from scheduler.console.web import PageError
@@ -119,3 +119,13 @@ def test_log_in_redirects_stay_in_the_console_and_update_fields_are_checked():
     assert edited["expression"] == "30 * * * *" and edited["time_zone"] == "UTC" and edited["flexible_window_ms"] == 60_000
     with pytest.raises(PageError):
         _edited(spec, {"flexible_window_ms": "-5"})
+
+
+def test_the_schedule_page_shows_spec_durations_and_instants_the_human_way():
+    from scheduler.console.web import _templates, spec_field_text
+
+    assert spec_field_text(300_000, "max_lateness_ms") == "5m (300000 ms)"
+    assert spec_field_text(0, "flexible_window_ms") == "0s (0 ms)"
+    assert spec_field_text(1_767_225_600_000, "start_at_ms") == "2026-01-01 00:00:00.000Z"
+    assert spec_field_text(None, "end_at_ms") == "—" and spec_field_text("SKIP", "dst_gap") == "SKIP"
+    assert _templates().filters["spec_field"] is spec_field_text

@@ -1,8 +1,9 @@
-"""Schedule history for the console from the audit ledger (PostgreSQL, the ledger's table contract).
+"""Schedule history from the audit ledger (PostgreSQL, the ledger's table contract), for the console's
+schedule page and `scheduler occurrences list`.
 
-Optional: without AUDIT_DATABASE_URL the console reads versions and occurrences from the views
-(the current version only; the occurrences the status changelog still holds). A configured ledger that
-cannot be reached is reported on the page, never a failed page.
+Optional: without AUDIT_DATABASE_URL both read versions and occurrences from the views instead (the
+current version only; the occurrences the status changelog still holds). A configured ledger that cannot
+be reached is reported (on the page, on stderr), never a failure.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ OCCURRENCES_SQL = """SELECT d.occurrence_id, d.scheduled_for_ms, d.available_at_
   (SELECT a.kind FROM {schema}.attempts a WHERE a.occurrence_id = d.occurrence_id
      ORDER BY a.at_ms DESC, a.kafka_offset DESC LIMIT 1) AS last_kind,
   EXISTS (SELECT 1 FROM {schema}.dead_letters x WHERE x.occurrence_id = d.occurrence_id) AS dead
-FROM {schema}.dispatches d WHERE d.tenant = %s AND d.schedule_id = %s
+FROM {schema}.dispatches d WHERE d.tenant = %s AND d.schedule_id = %s AND d.scheduled_for_ms >= %s
 GROUP BY d.occurrence_id, d.scheduled_for_ms, d.available_at_ms
 ORDER BY d.scheduled_for_ms DESC LIMIT %s"""
 
@@ -66,8 +67,9 @@ class Ledger:
     def versions(self, tenant: str, schedule_id: str, limit: int = 50) -> list[Record]:
         return self._rows(VERSIONS_SQL, tenant, schedule_id, limit)
 
-    def occurrences(self, tenant: str, schedule_id: str, limit: int = 50) -> list[Record]:
-        rows = self._rows(OCCURRENCES_SQL, tenant, schedule_id, limit)
+    def occurrences(self, tenant: str, schedule_id: str, limit: int = 50, since_ms: int | None = None) -> list[Record]:
+        """The schedule's most recent occurrences (scheduled at `since_ms` or later), newest first."""
+        rows = self._rows(OCCURRENCES_SQL, tenant, schedule_id, -2**63 if since_ms is None else since_ms, limit)
         return [{**row, "status": status_of(row),
                  "lag_ms": None if row["enqueued_at_ms"] is None
                  else max(0, row["enqueued_at_ms"] - (row["available_at_ms"] or row["scheduled_for_ms"]))}
