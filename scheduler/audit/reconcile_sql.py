@@ -31,6 +31,7 @@ from scheduler.audit.reconcile import ABSENT, DEAD, ENQUEUED, EVENT_KINDS, FAILE
 from scheduler.timing.occurrence_id import occurrence_ids
 
 WORK_MEM = "64MB"  # per sort or hash of one query: PostgreSQL's share of the memory bound
+TEMP_BUFFERS = "128MB"  # the temporary tables' pages kept in the backend before they go to temp files
 TEMP_TABLES = ("rc_expected", "rc_dead", "rc_ranges", "rc_sent", "rc_classified", "rc_candidates", "rc_unexpected",
                "rc_duplicates", "rc_mismatches")
 # A final report is the latest by time, ties to the greater kind (the in-memory max over (time, kind)):
@@ -104,6 +105,7 @@ class SqlReconciler:
     def prepare(self) -> None:
         self.drop()
         self.conn.execute(f"SET work_mem = '{WORK_MEM}'")
+        self.conn.execute(f"SET temp_buffers = '{TEMP_BUFFERS}'")
         self.conn.execute(_TEMP_DDL)
 
     def drop(self) -> None:
