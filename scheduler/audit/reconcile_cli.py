@@ -1,27 +1,37 @@
 """`scheduler reconcile --tenant T --from A --to B [--schedule S] [--json]`: proves from the audit ledger
 that every occurrence the schedule versions called for in [A, B) was accounted for (docs/reconcile.md).
+`--follow [--settle D] [--window D] [--metrics-port P]` does so continuously, window after closed window.
 
 Exit status (docs/cli.md): 0 nothing ABSENT or UNEXPECTED; 1 some (their ids are listed); nothing could be
 reconciled: 2 a bad argument (an instant without offset or --tz, from >= to), no database configured or one
 without the ledger tables; 3 a tenant or schedule the ledger does not know; 6 an unreachable database.
+With --follow: 0 when stopped by SIGTERM, 130 by Ctrl-C; 2, 3 and 6 as above when it cannot start.
 """
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
 import sys
+import threading
+import time
+from types import FrameType
 
 import psycopg
 from dateutil import parser as dateparser
 
-from scheduler.cli_support import EXIT_BAD_INPUT, EXIT_FINDING, EXIT_NOT_FOUND, EXIT_OK, EXIT_UNAVAILABLE
+from scheduler.cli_support import (EXIT_BAD_INPUT, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK,
+                                   EXIT_UNAVAILABLE)
 from scheduler.config import TENANT_ENV, Settings
-from scheduler.timing.cli_values import parse_instant_ms
+from scheduler.health.endpoint import DEFAULT_BIND
+from scheduler.timing.cli_values import duration_type, parse_instant_ms
 from scheduler.timing.instants import to_ms
 
 DATABASE_ENV = "AUDIT_DATABASE_URL"
 EXIT_FOUND, EXIT_UNUSABLE = EXIT_FINDING, EXIT_BAD_INPUT
 DEFAULT_BATCH = 20_000  # rows per COPY and per fetch: the reconciler's memory is a few batches
+DEFAULT_SETTLE_MS, DEFAULT_WINDOW_MS = 120_000, 60_000
 
 
 class UsageError(Exception):
@@ -47,6 +57,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch", type=_batch, default=DEFAULT_BATCH, metavar="ROWS",
                         help=f"rows per COPY into PostgreSQL and per fetch from it (default {DEFAULT_BATCH}): "
                              "the reconciler's memory is a few batches, whatever the range")
+    parser.add_argument("--follow", action="store_true",
+                        help="reconcile continuously: each --window once it has been closed for --settle, from "
+                             "--from if given, else from the last closed window; runs until stopped")
+    parser.add_argument("--settle", type=duration_type(), default=DEFAULT_SETTLE_MS, metavar="DURATION",
+                        help="with --follow: how long after a window ends it is reconciled, the sink's delay "
+                             "behind the topics (default 2m)")
+    parser.add_argument("--window", type=duration_type(), default=DEFAULT_WINDOW_MS, metavar="DURATION",
+                        help="with --follow: the length of each window, aligned to the epoch (default 1m)")
+    parser.add_argument("--metrics-port", type=int, default=0,
+                        help="with --follow: serve Prometheus metrics at /metrics, and /healthz and /readyz, on "
+                             "this port (0: disabled)")
+    parser.add_argument("--metrics-bind", default=DEFAULT_BIND, metavar="ADDRESS",
+                        help=f"address the metrics port listens on (default {DEFAULT_BIND})")
     parser.add_argument("--database-url", help=f"libpq URL or DSN of the ledger (default: ${DATABASE_ENV})")
     parser.set_defaults(handler=run)
 
@@ -123,9 +146,50 @@ def _reconcile_range(args: argparse.Namespace, prefix: str) -> int:
     return EXIT_OK if report.ok else EXIT_FOUND
 
 
+def _follow(args: argparse.Namespace, prefix: str) -> int:
+    """The online reconciler (scheduler/audit/reconcile_follow.py) until SIGTERM (0) or Ctrl-C (130)."""
+    from scheduler.audit.reconcile_follow import FollowOptions, Follower, ReconcileMetrics, first_window
+    from scheduler.health.endpoint import serve
+
+    if args.json or args.all:
+        raise UsageError("--json and --all describe one range: --follow prints ABSENT and UNEXPECTED lines")
+    if args.to is not None:
+        raise UsageError("--to ends a range: --follow has none (give --from to start in the past)")
+    if args.window < 1000 or args.settle < 0:
+        raise UsageError("--window must be at least 1s and --settle not negative")
+    from_ms = instant_ms("--from", args.from_, args.tz) if args.from_ is not None else None
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    with _open(args, prefix) as conn:
+        try:
+            checked_reader(conn, prefix, args.tenant, args.schedule)
+        except UsageError as exc:  # a tenant may be deployed before its first schedule: watch, and say so
+            if exc.code != EXIT_NOT_FOUND:
+                raise
+            logging.getLogger("scheduler.reconcile.follow").warning("%s: following it anyway", exc)
+    metrics = ReconcileMetrics()
+    if args.metrics_port:
+        live, ready = metrics.probes(args.window, args.settle)
+        serve(args.metrics_bind, args.metrics_port, metrics.registry, live, ready)
+    stop = threading.Event()
+    reasons: list[int] = []
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        reasons.append(EXIT_INTERRUPTED if signum == signal.SIGINT else EXIT_OK)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    options = FollowOptions(args.tenant, args.schedule, args.window, args.settle, args.batch)
+    url = args.database_url or os.environ.get(DATABASE_ENV)
+    follower = Follower(lambda: psycopg.connect(url, connect_timeout=10), prefix, options, metrics)
+    follower.run(first_window(int(time.time() * 1000), args.window, args.settle, from_ms), stop)
+    return reasons[0] if reasons else EXIT_OK
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        return _reconcile_range(args, Settings.from_env().topic_prefix)
+        prefix = Settings.from_env().topic_prefix
+        return _follow(args, prefix) if args.follow else _reconcile_range(args, prefix)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
