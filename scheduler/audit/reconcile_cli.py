@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import psycopg
 from dateutil import parser as dateparser
@@ -27,6 +28,9 @@ from scheduler.config import TENANT_ENV, Settings
 from scheduler.health.endpoint import DEFAULT_BIND
 from scheduler.timing.cli_values import duration_type, parse_instant_ms
 from scheduler.timing.instants import to_ms
+
+if TYPE_CHECKING:
+    from scheduler.audit.ledger_reader import LedgerReader
 
 DATABASE_ENV = "AUDIT_DATABASE_URL"
 EXIT_FOUND, EXIT_UNUSABLE = EXIT_FINDING, EXIT_BAD_INPUT
@@ -107,7 +111,7 @@ def _open(args: argparse.Namespace, prefix: str) -> psycopg.Connection:
         raise UsageError(f"cannot reach the audit database: {str(exc).strip()}", EXIT_UNAVAILABLE) from exc
 
 
-def checked_reader(conn: psycopg.Connection, prefix: str, tenant: str, schedule: str | None):
+def checked_reader(conn: psycopg.Connection, prefix: str, tenant: str, schedule: str | None) -> LedgerReader:
     """The ledger's reader once its tables, the tenant and the schedule are known to be there."""
     from scheduler.audit.ledger_reader import LedgerReader
 

@@ -172,6 +172,7 @@ def test_a_streamed_reconcile_in_small_batches_matches_the_in_memory_one(ledger)
     conn.rollback()
     streamed = json.loads(out.getvalue())
     assert streamed == expected_doc
+    assert out.getvalue() == json.dumps(expected_doc, indent=1) + "\n"  # what the CLI printed before, byte for byte
     assert {k: v for k, v in streamed["classifications"].items() if k in FIXED} == FIXED
     assert [a["occurrence_id"] for a in streamed["absent"]] == [absent]
     assert len(streamed["unexpected"]) == 2 and streamed["deliveries"]["id_mismatches"] == ["f" * 32]
