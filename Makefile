@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps converter-test test broker-start broker-stop demo
+.PHONY: install system-deps converter-test lint test broker-start broker-stop demo
 
 install: $(STAMP)
 
@@ -26,8 +26,15 @@ $(STAMP): pyproject.toml
 converter-test: install system-deps
 	$(PY) -m scheduler.connect.artifacts --test
 
+# mypy (strict for timing/, wire/, engine/) and ruff, configured in pyproject.toml; both keep caches
+# (.mypy_cache, .ruff_cache), so a repeated run takes a few seconds. The generated record types are
+# checked up to date by tests/unit/wire/test_typegen.py.
+lint: install
+	$(VENV)/bin/mypy
+	$(VENV)/bin/ruff check
+
 # pytest exit code 5 ("no tests collected") counts as a failure: an empty run proves nothing.
-test: install system-deps converter-test
+test: install system-deps lint converter-test
 	@$(PY) -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$status

@@ -24,14 +24,14 @@ from pathlib import Path
 import psycopg
 from confluent_kafka import Producer
 
-from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.audit.connectors import Database, ensure_connectors, render, wait_running
 from scheduler.audit.postgres import LocalPostgres
 from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.broker.local import LocalBroker, free_port
-from scheduler.wire.codec import Codec
 from scheduler.connect.local import LocalConnect
 from scheduler.connect.rest import ConnectRest
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
+from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 

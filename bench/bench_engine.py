@@ -19,6 +19,7 @@ from scheduler.broker.local import free_port
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import SchedulerClient, make_spec
 
+
 class Engine:
     """`scheduler run` as a child process, with its log next to the other run files."""
 

@@ -27,17 +27,31 @@ from typing import Any
 import bystanders as around
 from bench_engine import Engine, create_all, measure_state, scrape
 from burst_children import decode_arrivals, produce_ceiling, read_occurrences, wait_result, warm_transactions
-from burst_common import (CALIBRATION_TENANT, LARGE, PAYLOAD, PRIORITY, PROBE_S, TOPOLOGY, BurstConfig,
-                          BurstResult, end_progress, now_ms, occurrence_topics, owners, progress, rfc3339)
+from burst_common import (
+    CALIBRATION_TENANT,
+    LARGE,
+    PAYLOAD,
+    PRIORITY,
+    PROBE_S,
+    TOPOLOGY,
+    BurstConfig,
+    BurstResult,
+    end_progress,
+    now_ms,
+    occurrence_topics,
+    owners,
+    progress,
+    rfc3339,
+)
 from burst_report import analyse, staged_burst
 from children import interruptible, stop_child, stop_group, uninterrupted
 from idle_states import IDLE_TENANT, write_idle_states
-from visibility import VisibleAt, probe
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.client import SchedulerClient
 from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id
+from visibility import VisibleAt, probe
 
 
 def run(config: BurstConfig) -> BurstResult:

@@ -17,12 +17,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from burst_common import PAYLOAD, PRIORITY, TOPOLOGY, TXN_RECORDS, Arrival
 from children import detach
-from visibility import VisibleAt
 from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
 from scheduler.timing.jitter import available_at
 from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from visibility import VisibleAt
 
 # The header of each record the reader writes: seen_ms, kafka timestamp, topic index, partition, offset,
 # value length.

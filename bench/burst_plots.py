@@ -7,6 +7,7 @@ from typing import Any
 
 from burst_common import LARGE, RESULTS, Arrival, BurstConfig
 
+
 def profile_section(path: Path, top: int = 15) -> list[str]:
     """Summarise py-spy's collapsed stacks: inclusive and self share of samples per function."""
     if not path.exists():

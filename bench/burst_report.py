@@ -10,9 +10,20 @@ from pathlib import Path
 from typing import Any
 
 import bystanders as around
-from burst_common import (LARGE, PRIORITY, PROBE_S, RESULTS, TXN_RECORDS, Arrival, BurstConfig, now_ms, percentile,
-                          rfc3339)
+from burst_common import (
+    LARGE,
+    PRIORITY,
+    PROBE_S,
+    RESULTS,
+    TXN_RECORDS,
+    Arrival,
+    BurstConfig,
+    now_ms,
+    percentile,
+    rfc3339,
+)
 from burst_plots import plot, profile_section
+
 
 def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_s: float,
             calibration_rate: float | None, expected: dict[str, tuple[str, int]],

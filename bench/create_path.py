@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.control.client import make_spec
-from scheduler.wire.codec import Codec
 from scheduler.engine.config import task_topics
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.task_context import TenantPolicy
+from scheduler.wire.codec import Codec
 from scheduler.wire.topology import Topology
 
 TOPOLOGY = Topology.load()

@@ -34,9 +34,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from bench_engine import create_all, scrape
 from burst_common import REPO, RESULTS, rfc3339
 from idle_states import write_idle_states
-from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import partition_for
 from scheduler.wire.topology import Topology
@@ -229,7 +229,7 @@ def one_run(bootstrap: str, mode: str, idle: int, per_s: int, preload: bool) -> 
         lags = [seen[sid] - due for sid, (due, _) in after.items() if sid in seen]
         before = [seen[sid] - due for sid, (due, _) in expected.items() if due < kill_ms - 1000 and sid in seen]
         firsts = {}
-        for sid, (due, partition) in after.items():
+        for sid, (_, partition) in after.items():
             if partition in moved and sid in seen:
                 firsts[partition] = min(firsts.get(partition, seen[sid]), seen[sid])
         return {**phases(survivor.log_path, killed_ms), "idle": idle, "seed_rate": idle / seed_s if idle else 0.0,

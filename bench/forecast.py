@@ -26,10 +26,10 @@ from fastapi.testclient import TestClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.api.keys import KeyStore, create_key  # noqa: E402
-from scheduler.control.client import make_spec  # noqa: E402
 from scheduler.console.follower import ConsoleIndexes  # noqa: E402
 from scheduler.console.forecast import _fires_ms, share_of  # noqa: E402
 from scheduler.console.web import mount  # noqa: E402
+from scheduler.control.client import make_spec  # noqa: E402
 
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Tokyo", "Europe/London")
 

@@ -30,9 +30,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from burst_common import end_progress, owners, progress  # noqa: E402
-from scheduler.kafka.admin import delete_prefixed_topics  # noqa: E402
 from scheduler.broker.local import LocalBroker, free_port  # noqa: E402
 from scheduler.engine.config import PRODUCER_BATCHING  # noqa: E402
+from scheduler.kafka.admin import delete_prefixed_topics  # noqa: E402
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

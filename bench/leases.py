@@ -30,9 +30,9 @@ sys.path.insert(0, str(REPO))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics  # noqa: E402
 from scheduler.broker.local import LocalBroker, free_port  # noqa: E402
 from scheduler.control.client import SchedulerClient, make_spec  # noqa: E402
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_topics  # noqa: E402
 from scheduler.wire.topology import Topology  # noqa: E402
 from scheduler.worker.heartbeat import interval_s  # noqa: E402
 
@@ -123,7 +123,7 @@ def cost(run: Run, client: SchedulerClient, lease_ms: int, window: float, sessio
     after = end_offsets(run.bootstrap, topics)
     worker.send_signal(signal.SIGTERM)
     worker.wait(60)
-    per_min = {name: (after[t] - before[t]) * 60 / window for name, t in zip(COUNTED, topics)}
+    per_min = {name: (after[t] - before[t]) * 60 / window for name, t in zip(COUNTED, topics, strict=True)}
     return {"lease_ms": lease_ms, "window_s": window, "per_min": per_min,
             "heartbeats_per_min": 60 / interval_s(lease_ms)}
 
@@ -137,12 +137,12 @@ def death_to_retry(run: Run, client: SchedulerClient, lease_ms: int, rounds: int
         sid = f"victim{n}"
         client.create(TENANT, make_spec("once", at(10), payload=b"60", lease_ms=lease_ms, retry_backoff_ms=100),
                       schedule_id=sid)
-        wait_for(lambda: notes(file, sid), 120, "the first attempt")
+        wait_for(lambda file=file, sid=sid: notes(file, sid), 120, "the first attempt")
         first = notes(file, sid)[0]
         time.sleep(1.5)
         workers[first["pid"]].kill()
         killed = time.time()
-        wait_for(lambda: len(notes(file, sid)) >= 2, 120, "the retry")
+        wait_for(lambda file=file, sid=sid: len(notes(file, sid)) >= 2, 120, "the retry")
         retry = notes(file, sid)[1]
         found.append((retry["at"] - killed, retry["attempt"]))
         for worker in workers.values():  # SIGTERM: the retry is cut short and recorded, nothing is left over

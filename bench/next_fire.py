@@ -134,7 +134,7 @@ def _rrule_table(rounds: int, starts: list[datetime], dtstart_year: str) -> None
         expression = expression.replace("DTSTART:2024", f"DTSTART:{dtstart_year}")
         spec = parse_spec("rrule", expression, zone_name)
         zone = ZoneInfo(zone_name)
-        o, a, p, mixed = _medians(spec, lambda s: _time_dateutil(expression, zone, s), rounds, starts, shuffled)
+        o, a, p, mixed = _medians(spec, lambda s, expression=expression, zone=zone: _time_dateutil(expression, zone, s), rounds, starts, shuffled)
         ratios.append(a / o)
         shuffled_ratios.append(a / mixed)
         print(f"| `{expression.split()[1]}` | {zone_name} | {o * 1e6:.1f} | {mixed * 1e6:.1f} | {a * 1e6:.1f} "
@@ -157,7 +157,7 @@ def main() -> None:
     for expression, croniter_expression, zone_name in CASES:
         spec = parse_spec("cron", expression, zone_name)
         zone = ZoneInfo(zone_name)
-        o, t, n = _medians(spec, lambda s: _time_croniter(croniter_expression, zone, s), args.rounds, starts)
+        o, t, n = _medians(spec, lambda s, cron=croniter_expression, zone=zone: _time_croniter(cron, zone, s), args.rounds, starts)
         strict_ratios.append(n / o)
         print(f"| `{expression}` | {zone_name} | {o * 1e6:.1f} | {t * 1e6:.1f} | {n * 1e6:.1f} "
               f"| {t / o:.1f}× | {n / o:.1f}× |")

@@ -190,7 +190,7 @@ class PostgresSampler:
                 self.peak_rss_kb = max(self.peak_rss_kb, int(status.get("VmRSS", "0 kB").split()[0]))
                 self.peak_anon_kb = max(self.peak_anon_kb, int(status.get("RssAnon", "0 kB").split()[0]))
 
-    def __enter__(self) -> "PostgresSampler":
+    def __enter__(self) -> PostgresSampler:
         self._cpu_before = self._cpu()
         self._thread.start()
         return self

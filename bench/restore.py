@@ -25,13 +25,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import scheduler  # noqa: E402
-from scheduler.kafka.admin import ensure_topics  # noqa: E402
+from idle_states import write_idle_states  # noqa: E402
 from scheduler.engine.config import task_topics  # noqa: E402
 from scheduler.engine.partition_store import PartitionStore  # noqa: E402
 from scheduler.engine.restore import RestoreReader  # noqa: E402
+from scheduler.kafka.admin import ensure_topics  # noqa: E402
 from scheduler.wire.codec import Codec  # noqa: E402
 from scheduler.wire.topology import Topology  # noqa: E402
-from idle_states import write_idle_states  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

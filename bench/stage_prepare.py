@@ -19,12 +19,12 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from scheduler.wire.codec import Codec
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.stage_records import prepare
 from scheduler.engine.staging import TOKEN_BLOCK, StagedPartition, instant_range
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
+from scheduler.wire.codec import Codec
 
 T = 1_800_000_000_000
 

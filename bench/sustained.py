@@ -32,11 +32,21 @@ from pathlib import Path
 
 from bench_engine import Engine, scrape
 from burst_children import decode_arrivals, read_occurrences
-from burst_common import (CALIBRATION_TENANT, RESULTS, TOPOLOGY, end_progress, now_ms, occurrence_topics, owners,
-                          percentile, progress, rfc3339)
-from scheduler.kafka.admin import ensure_topics
+from burst_common import (
+    CALIBRATION_TENANT,
+    RESULTS,
+    TOPOLOGY,
+    end_progress,
+    now_ms,
+    occurrence_topics,
+    owners,
+    percentile,
+    progress,
+    rfc3339,
+)
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.kafka.admin import ensure_topics
 from scheduler.timing.occurrence_id import occurrence_id
 
 PERIOD_S = 10
@@ -126,7 +136,8 @@ def main() -> int:
         churn_sent = [0]
         churner = threading.Thread(target=churn, args=((bootstrap, prefix), args.command_rate, churn_stop,
                                                        churn_sent), daemon=True)
-        churner.start()
+        if args.command_rate > 0:
+            churner.start()
         samples = []
         deadline = end_ms / 1000 + 60
         done = (lambda: time.time() > end_ms / 1000 + 20) if args.steady else (lambda: counter.value >= len(expected))
@@ -145,7 +156,8 @@ def main() -> int:
         time.sleep(2)
         end_progress()
         churn_stop.set()
-        churner.join(30)
+        if churner.is_alive():
+            churner.join(30)
         stop.set()
         reader.join(30)
         arrivals, _ = decode_arrivals(arrivals_path, topics)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from scheduler.kafka.admin import delete_prefixed_topics, ensure_tenant_topics, ensure_topics
 from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.kafka.admin import delete_prefixed_topics, ensure_tenant_topics, ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.wire.topology import Topology
 

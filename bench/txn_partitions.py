@@ -19,9 +19,9 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from scheduler.kafka.admin import delete_prefixed_topics
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.engine.config import PRODUCER_BATCHING, EngineConfig
+from scheduler.kafka.admin import delete_prefixed_topics
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 

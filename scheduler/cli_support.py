@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
@@ -61,7 +62,7 @@ def add_stop_and_status(actions: argparse._SubParsersAction, what: str, stop_hel
     stop.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=30.0, metavar="DURATION",
                       help="how long before SIGKILL: a duration, or seconds (default 30s)")
     status = actions.add_parser("status", help=f"exit 0 if the {what} runs, 3 if not")
-    for parser, handler in zip((stop, status), handlers):
+    for parser, handler in zip((stop, status), handlers, strict=True):
         add_data_dir(parser, holds, default)
         parser.set_defaults(handler=handler)
     return stop
@@ -102,7 +103,7 @@ def print_status(running: str | None, data_dir: Path) -> int:
     return 0
 
 
-def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: Iterable[str], noun: str = "") -> None:
+def print_ensure_rows(created: Iterable[str], ok: Iterable[str], differences: Iterable[object], noun: str = "") -> None:
     """One row per object an `ensure` command looked at; DIFFERS rows are what a human must fix."""
     for name in created:
         print(f"created  {noun}{name}")
@@ -116,9 +117,9 @@ class DeprecatedAlias(argparse.Action):
     """An old flag kept for one release beside its new name: it stores into the same destination, and says
     once on stderr what to write instead, so scripts keep working and their owners learn the new grammar."""
 
-    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs: object) -> None:
+    def __init__(self, option_strings: list[str], dest: str, replacement: str = "", **kwargs: Any) -> None:
         self.replacement = replacement
-        super().__init__(option_strings, dest, **kwargs)  # type: ignore[arg-type]
+        super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:

@@ -29,7 +29,7 @@ class Settings:
     schema_registry_url: str | None
 
     @classmethod
-    def from_env(cls) -> "Settings":
+    def from_env(cls) -> Settings:
         return cls(
             bootstrap_servers=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP),
             topic_prefix=os.environ.get("SCHEDULER_TOPIC_PREFIX", DEFAULT_PREFIX),

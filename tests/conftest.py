@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from scheduler.kafka.admin import delete_prefixed_topics
 from scheduler.broker.local import KAFKA_VERSION, LocalBroker, free_port, single_node_settings
+from scheduler.kafka.admin import delete_prefixed_topics
 
 pytest_plugins = ["fixtures_audit", "fixtures_browser", "fixtures_prometheus"]
 
@@ -133,4 +133,4 @@ def delete_topics(bootstrap: str, prefix: str) -> None:
     try:
         delete_prefixed_topics(bootstrap, prefix, timeout=10)
     except KafkaException as exc:
-        warnings.warn(f"topics of {prefix} not deleted: {exc}")
+        warnings.warn(f"topics of {prefix} not deleted: {exc}", stacklevel=2)

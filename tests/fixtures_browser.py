@@ -14,7 +14,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 @pytest.fixture(scope="session")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator["object"]:
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A real browser; tests share it, so each one starts by clearing its cookies."""
     if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
         pytest.fail("chromium and chromium-driver are required: `make system-deps` installs them")

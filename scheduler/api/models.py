@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scheduler.wire import vocabulary
 from scheduler.control.client import SPEC_DEFAULTS, ValidationError
 from scheduler.timing.spec_record import MIN_LEASE_MS
+from scheduler.wire import records
 
 Record = dict[str, Any]
 
@@ -25,10 +26,10 @@ MAX_EXPRESSION = 10_000  # an RRULE's EXDATE list (holidays for years ahead) out
 
 # Epoch ms within the calendar's years 1..9999 (what datetime, hence the time logic, handles).
 Ms = Annotated[int, Field(ge=-62_135_596_800_000, le=253_402_300_799_999)]
-SpecKind = Literal[vocabulary.choices("SpecKind")]  # type: ignore[valid-type]
-OverlapPolicy = Literal[vocabulary.choices("OverlapPolicy")]  # type: ignore[valid-type]
+SpecKind = records.SpecKindChoice
+OverlapPolicy = records.OverlapPolicy
 ScheduleId = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
-ScheduleStatus = Literal[vocabulary.choices("ScheduleStatus")]  # type: ignore[valid-type]
+ScheduleStatus = records.ScheduleStatusChoice
 
 
 class _Strict(BaseModel):
@@ -45,12 +46,12 @@ class SpecPatch(_Strict):
     start_at_ms: Ms | None = None
     end_at_ms: Ms | None = None
     max_fires: Annotated[int, Field(ge=1, le=INT64)] | None = None
-    dst_gap: Literal[vocabulary.choices("DstGapPolicy")] | None = None  # type: ignore[valid-type]
-    dst_overlap: Literal[vocabulary.choices("DstOverlapPolicy")] | None = None  # type: ignore[valid-type]
-    month_end: Literal[vocabulary.choices("MonthEndPolicy")] | None = None  # type: ignore[valid-type]
-    priority: Literal[vocabulary.choices("Priority")] | None = None  # type: ignore[valid-type]
+    dst_gap: records.DstGapPolicy | None = None
+    dst_overlap: records.DstOverlapPolicy | None = None
+    month_end: records.MonthEndPolicy | None = None
+    priority: records.Priority | None = None
     flexible_window_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
-    misfire_policy: Literal[vocabulary.choices("MisfirePolicy")] | None = None  # type: ignore[valid-type]
+    misfire_policy: records.MisfirePolicy | None = None
     catch_up_limit: Annotated[int, Field(ge=0, le=100_000)] | None = None
     max_lateness_ms: Annotated[int, Field(ge=0, le=2**40)] | None = None
     overlap_policy: OverlapPolicy | None = None
@@ -143,7 +144,7 @@ class Error(BaseModel):
     message: str
 
 
-def schedule_json(state: Record) -> Record:
+def schedule_json(state: Mapping[str, Any]) -> Record:
     """A ScheduleState for JSON: the payload as text when it is UTF-8, always as base64."""
     spec = dict(state["spec"])
     payload: bytes = spec.pop("payload")

@@ -14,7 +14,7 @@ class ControlPlane:
     tenants: TenantRegistry
 
     @classmethod
-    def open(cls, bootstrap: str, prefix: str, timeout_s: float = 30.0) -> "ControlPlane":
+    def open(cls, bootstrap: str, prefix: str, timeout_s: float = 30.0) -> ControlPlane:
         """Opens the views at once and reads them to their end, so the first request sees every schedule."""
         client = SchedulerClient(bootstrap, prefix, timeout_s)
         plane = cls(client, TenantRegistry(bootstrap, prefix, timeout_s))

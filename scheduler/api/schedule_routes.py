@@ -6,7 +6,7 @@ new version, so a client reads its own writes from the same server; the schedule
 ETag, and If-Match makes a write conditional on it."""
 import time
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Header, Query, Response
 
@@ -25,8 +25,12 @@ from scheduler.api.models import (
 )
 from scheduler.api.plane import ControlPlane
 from scheduler.control.client import NotFound, VersionConflict, dry_run_diff, preview
+from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
+
+if TYPE_CHECKING:  # what mypy sees of Access's dependency types, which each app makes at run time
+    Tenant = str
 
 VIEW_WAIT_S = 5.0
 
@@ -58,7 +62,7 @@ class ScheduleCommands:
         if self.plane.tenants.view.get(tenant) is None:
             raise ApiError(404, "UNKNOWN_TENANT", f"tenant {tenant!r} is not registered")
 
-    def schedule_of(self, tenant: str, schedule_id: str) -> Record:
+    def schedule_of(self, tenant: str, schedule_id: str) -> ScheduleState:
         state = self.plane.schedules.get(tenant, schedule_id)
         if state is None:
             raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
@@ -86,7 +90,8 @@ class ScheduleCommands:
 
 
 def add_schedule_routes(app: FastAPI, plane: ControlPlane, access: Access) -> None:
-    Tenant = access.tenant
+    if not TYPE_CHECKING:
+        Tenant = access.tenant
     commands = ScheduleCommands(plane)
     command, schedule_of = commands.command, commands.schedule_of
 
@@ -139,7 +144,9 @@ def add_schedule_routes(app: FastAPI, plane: ControlPlane, access: Access) -> No
 
 def add_state_routes(app: FastAPI, plane: ControlPlane, access: Access, commands: ScheduleCommands) -> None:
     """Cancel, pause and resume: the conditional changes of a schedule's state."""
-    Tenant, command = access.tenant, commands.command
+    command = commands.command
+    if not TYPE_CHECKING:
+        Tenant = access.tenant
 
     @app.delete("/v1/tenants/{tenant}/schedules/{schedule_id}", tags=["schedules"])
     def cancel_schedule(tenant: Tenant, schedule_id: ScheduleId, response: Response,
@@ -160,7 +167,8 @@ def add_state_routes(app: FastAPI, plane: ControlPlane, access: Access, commands
 
 def add_fire_routes(app: FastAPI, plane: ControlPlane, access: Access, commands: ScheduleCommands) -> None:
     """Fires on demand (trigger, backfill) and computed ones (preview): nothing here waits for the view."""
-    Tenant = access.tenant
+    if not TYPE_CHECKING:
+        Tenant = access.tenant
 
     @app.post("/v1/tenants/{tenant}/schedules/{schedule_id}/trigger", tags=["schedules"])
     def trigger_schedule(tenant: Tenant, schedule_id: ScheduleId) -> Record:

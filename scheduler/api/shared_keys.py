@@ -16,11 +16,12 @@ from confluent_kafka import Producer
 
 from scheduler.api.keys import Principal, _digest, check_key, new_key
 from scheduler.control.client import NotFound, Unavailable
-from scheduler.wire.codec import Codec
-from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.control.tenants import validate_tenant_name
-from scheduler.wire.topology import Topology
+from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.kafka.views import ApiKeyView
+from scheduler.wire.codec import Codec
+from scheduler.wire.records import ApiKey
+from scheduler.wire.topology import Topology
 
 Record = dict[str, Any]
 
@@ -72,7 +73,7 @@ class SharedKeyStore:
         if not self.view.wait_caught_up(self.timeout_s):
             raise Unavailable("TIMEOUT", f"view of {self.topic} did not catch up in {self.timeout_s:g}s")
 
-    def _write(self, key_id: str, record: Record | None) -> None:
+    def _write(self, key_id: str, record: ApiKey | None) -> None:
         value = None if record is None else self.codec.encode("ApiKey", record)
         failed = delivered_or_why(self.producer, self.topic, key_id.encode(), value, self.timeout_s)
         if failed is not None:

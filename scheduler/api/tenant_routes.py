@@ -1,5 +1,5 @@
 """HTTP routes of the tenants: register, list, get, change quotas, delete (all but reads need an admin key)."""
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Response
 
@@ -10,9 +10,17 @@ from scheduler.api.plane import ControlPlane
 
 Record = dict[str, Any]
 
+if TYPE_CHECKING:  # what mypy sees of Access's dependency types, which each app makes at run time
+    from scheduler.api.keys import Principal
+
+    Tenant = str
+    Admin = Principal
+    Caller = Principal
+
 
 def add_tenant_routes(app: FastAPI, plane: ControlPlane, access: Access) -> None:
-    Tenant, Admin, Caller = access.tenant, access.admin, access.caller
+    if not TYPE_CHECKING:
+        Tenant, Admin, Caller = access.tenant, access.admin, access.caller
 
     @app.post("/v1/tenants", status_code=201, tags=["tenants"])
     def register_tenant(_: Admin, body: TenantIn) -> Record:
@@ -30,7 +38,7 @@ def add_tenant_routes(app: FastAPI, plane: ControlPlane, access: Access) -> None
         found = plane.tenants.view.get(tenant)
         if found is None:
             raise not_found(f"tenant {tenant!r}")
-        return found
+        return dict(found)  # the response body: a plain dict
 
     @app.patch("/v1/tenants/{tenant}", tags=["tenants"])
     def set_quotas(tenant: Tenant, _: Admin, body: Quotas) -> Record:

@@ -13,11 +13,26 @@ import psycopg
 from confluent_kafka import KafkaException
 
 from scheduler.audit import tables
-from scheduler.audit.connectors import ConnectorError, Database, dead_letter_topic, ensure_connectors, render
-from scheduler.audit.connectors import wait_running
+from scheduler.audit.connectors import (
+    ConnectorError,
+    Database,
+    dead_letter_topic,
+    ensure_connectors,
+    render,
+    wait_running,
+)
 from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
-from scheduler.cli_support import EXIT_BAD_INPUT, add_data_dir, external_instead, fail, print_ensure_rows
-from scheduler.cli_support import EXIT_UNAVAILABLE, kafka_exit_code, print_status, say
+from scheduler.cli_support import (
+    EXIT_BAD_INPUT,
+    EXIT_UNAVAILABLE,
+    add_data_dir,
+    external_instead,
+    fail,
+    kafka_exit_code,
+    print_ensure_rows,
+    print_status,
+    say,
+)
 from scheduler.config import Settings
 from scheduler.connect.cli import URL_ENV
 from scheduler.connect.local import LocalConnect

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -36,13 +37,13 @@ class Database:
     def from_url(cls, url: str) -> Database:
         """A libpq URL or key=value DSN as the JDBC URL the sink needs (TCP only: JDBC has no sockets)."""
         params = conninfo_to_dict(url)
-        host = params.get("host") or "127.0.0.1"
+        host = str(params.get("host") or "127.0.0.1")
         if host.startswith("/"):
             raise ConnectorError(f"the audit database {url!r} is a Unix socket; the JDBC sink needs a TCP host")
         port = params.get("port") or "5432"
         # reWriteBatchedInserts: the driver sends a batch of upserts as multi-row statements.
         return cls(f"jdbc:postgresql://{host}:{port}/{params.get('dbname') or 'postgres'}?reWriteBatchedInserts=true",
-                   params.get("user") or "postgres", params.get("password") or "")
+                   str(params.get("user") or "postgres"), str(params.get("password") or ""))
 
 
 def connector_name(prefix: str, table: LedgerTable) -> str:
@@ -63,7 +64,8 @@ def topic_regex(topology: Topology, key: str, prefix: str) -> str:
     return "".join(values.get(part, re.escape(part)) for part in parts)
 
 
-def render(prefix: str, database: Database, topology: Topology, replication_factor: int = 1) -> dict[str, dict[str, str]]:
+def render(prefix: str, database: Database, topology: Topology,
+           replication_factor: int = 1) -> dict[str, dict[str, str]]:
     """The connectors' configs. `replication_factor` is the reject topic's, should Connect create it: `audit ensure`
     creates that topic first, with the decided replication and min.insync.replicas, and passes its factor."""
     common = _template("_common")
@@ -103,26 +105,27 @@ def ensure_connectors(rest: ConnectRest, configs: dict[str, dict[str, str]], che
                       timeout: float = 60.0) -> ConnectorsReport:
     report = ConnectorsReport()
     for name, wanted in configs.items():
-        current = _retry(lambda: rest.config(name), timeout)
+        current = _retry(timeout, rest.config, name)
         if current is None:
             if not check_only:
-                _retry(lambda: rest.put_config(name, wanted), timeout)
+                _retry(timeout, rest.put_config, name, wanted)
             report.created.append(name)
         elif current == wanted:
             report.ok.append(name)
         else:
-            report.drifted[name] = sorted(key for key in set(current) | set(wanted) if current.get(key) != wanted.get(key))
+            report.drifted[name] = sorted(key for key in set(current) | set(wanted)
+                                          if current.get(key) != wanted.get(key))
             if not check_only:
-                _retry(lambda: rest.put_config(name, wanted), timeout)
+                _retry(timeout, rest.put_config, name, wanted)
     return report
 
 
-def _retry(call: Any, timeout: float) -> Any:
+def _retry(timeout: float, call: Callable[..., Any], *args: Any) -> Any:
     """A worker mid-rebalance answers 409 (or not at all for a moment): try again until `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            return call()
+            return call(*args)
         except ConnectRestError as error:
             if error.status not in (0, 409, 500, 503) or time.monotonic() > deadline:
                 raise
@@ -135,7 +138,7 @@ def wait_running(rest: ConnectRest, names: list[str], timeout: float) -> None:
     pending = list(names)
     while pending:
         name = pending[0]
-        status = _retry(lambda: rest.status(name), timeout)
+        status = _retry(timeout, rest.status, name)
         states = [status["connector"], *status.get("tasks", [])]
         failed = [state for state in states if state["state"] == "FAILED"]
         if failed:
@@ -153,5 +156,5 @@ def delete_connectors(rest: ConnectRest, prefix: str) -> list[str]:
     """Remove this deployment's ledger connectors (tests and `audit teardown`); returns their names."""
     names = [name for name in rest.connectors() if name.startswith(f"{prefix}.audit.")]
     for name in names:
-        _retry(lambda: rest.call("DELETE", f"/connectors/{name}"), 30.0)
+        _retry(30.0, rest.call, "DELETE", f"/connectors/{name}")
     return names

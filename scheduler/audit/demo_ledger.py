@@ -66,7 +66,7 @@ def _wait_quiet(ledger: DemoLedger, quiet_s: float = 3.0, timeout_s: float = 60.
     deadline, last, quiet_since = time.monotonic() + timeout_s, None, time.monotonic()
     with psycopg.connect(ledger.database_url, autocommit=True) as conn:
         while time.monotonic() < deadline and time.monotonic() - quiet_since < quiet_s:
-            count = sum(conn.execute(f"SELECT count(*) FROM {schema}.{table.name}").fetchone()[0]
+            count = sum((conn.execute(f"SELECT count(*) FROM {schema}.{table.name}").fetchone() or (0,))[0]
                         for table in tables.TABLES)
             if count != last:
                 last, quiet_since = count, time.monotonic()

@@ -26,12 +26,12 @@ from dataclasses import dataclass
 
 from scheduler.audit.ledger import ResultRow, VersionRow
 from scheduler.engine.commands import first_cursor_ms
-from scheduler.timing.instants import to_datetime
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import count_fires, iter_instants
+from scheduler.timing.instants import to_datetime
 from scheduler.timing.jitter import available_at_ms
 from scheduler.timing.occurrence_id import occurrence_id, occurrence_ids
+from scheduler.timing.spec_record import compile_spec
 
 SCHEDULE, PAUSED, TRIGGER, BACKFILL = "SCHEDULE", "PAUSED", "TRIGGER", "BACKFILL"
 MANUAL = (TRIGGER, BACKFILL)

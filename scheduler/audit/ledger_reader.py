@@ -14,8 +14,18 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from scheduler.audit.ledger import (FAILED_STEP, FINAL_STEPS, LIVE_STEPS, AttemptSummary, DeadLetterRow,
-                                    DispatchRow, EventRow, Ledger, ResultRow, VersionRow)
+from scheduler.audit.ledger import (
+    FAILED_STEP,
+    FINAL_STEPS,
+    LIVE_STEPS,
+    AttemptSummary,
+    DeadLetterRow,
+    DispatchRow,
+    EventRow,
+    Ledger,
+    ResultRow,
+    VersionRow,
+)
 from scheduler.audit.tables import TABLES, schema_name
 from scheduler.wire.schemas import PRIMITIVES
 from scheduler.wire.topology import Topology

@@ -126,7 +126,8 @@ class _Index:
 
     def range_kind(self, item: Expected) -> str | None:
         for e in self.ranges.get(item.schedule_id, ()):
-            if e.range_first_ms <= item.scheduled_for_ms <= e.range_last_ms:  # type: ignore[operator]
+            first, last = e.range_first_ms, e.range_last_ms  # never None here: only ranges are kept
+            if first is not None and last is not None and first <= item.scheduled_for_ms <= last:
                 return e.kind
         return None
 

@@ -22,8 +22,14 @@ from typing import TYPE_CHECKING
 import psycopg
 from dateutil import parser as dateparser
 
-from scheduler.cli_support import (EXIT_BAD_INPUT, EXIT_FINDING, EXIT_INTERRUPTED, EXIT_NOT_FOUND, EXIT_OK,
-                                   EXIT_UNAVAILABLE)
+from scheduler.cli_support import (
+    EXIT_BAD_INPUT,
+    EXIT_FINDING,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+)
 from scheduler.config import TENANT_ENV, Settings
 from scheduler.health.endpoint import DEFAULT_BIND
 from scheduler.timing.cli_values import duration_type, parse_instant_ms
@@ -101,10 +107,15 @@ def instant_ms(flag: str, text: str, zone_name: str | None = None) -> int:
     return to_ms(value)
 
 
-def _open(args: argparse.Namespace, prefix: str) -> psycopg.Connection:
-    url = args.database_url or os.environ.get(DATABASE_ENV)
+def _url(args: argparse.Namespace) -> str:
+    url: str | None = args.database_url or os.environ.get(DATABASE_ENV)
     if not url:
         raise UsageError(f"no audit database: set {DATABASE_ENV} or pass --database-url")
+    return url
+
+
+def _open(args: argparse.Namespace, prefix: str) -> psycopg.Connection:
+    url = _url(args)
     try:
         return psycopg.connect(url, connect_timeout=10)
     except psycopg.OperationalError as exc:
@@ -152,7 +163,7 @@ def _reconcile_range(args: argparse.Namespace, prefix: str) -> int:
 
 def _follow(args: argparse.Namespace, prefix: str) -> int:
     """The online reconciler (scheduler/audit/reconcile_follow.py) until SIGTERM (0) or Ctrl-C (130)."""
-    from scheduler.audit.reconcile_follow import FollowOptions, Follower, ReconcileMetrics, first_window
+    from scheduler.audit.reconcile_follow import Follower, FollowOptions, ReconcileMetrics, first_window
     from scheduler.health.endpoint import serve
 
     if args.json or args.all:
@@ -184,7 +195,7 @@ def _follow(args: argparse.Namespace, prefix: str) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     options = FollowOptions(args.tenant, args.schedule, args.window, args.settle, args.batch)
-    url = args.database_url or os.environ.get(DATABASE_ENV)
+    url = _url(args)
     follower = Follower(lambda: psycopg.connect(url, connect_timeout=10), prefix, options, metrics)
     follower.run(first_window(int(time.time() * 1000), args.window, args.settle, from_ms), stop)
     return reasons[0] if reasons else EXIT_OK

@@ -26,8 +26,8 @@ from psycopg import sql
 
 from scheduler.audit.expected import PAUSED, Expected, VersionSpan, schedule_occurrences, version_spans
 from scheduler.audit.ledger import FAILED_STEP, FINAL_STEPS, LIVE_STEPS, DeadLetterRow, ResultRow, VersionRow
-from scheduler.audit.reconcile_cli import DEFAULT_BATCH
 from scheduler.audit.reconcile import ABSENT, DEAD, ENQUEUED, EVENT_KINDS, FAILED, RETRIED, RUNNING, SKIPPED_PAUSED
+from scheduler.audit.reconcile_cli import DEFAULT_BATCH
 from scheduler.timing.occurrence_id import occurrence_ids
 
 WORK_MEM = "64MB"  # per sort or hash of one query: PostgreSQL's share of the memory bound
@@ -211,7 +211,8 @@ GROUP BY 1, 2 HAVING count(*) > 1""", dispatches="dispatches")
         PostgreSQL finds those few, the time core recomputes their ids."""
         statement = sql.SQL(
             "SELECT DISTINCT d.occurrence_id, d.schedule_id, d.schedule_version, d.scheduled_for_ms "
-            f"FROM {{t}} d JOIN rc_candidates c USING (occurrence_id) WHERE {_in_range('d')} AND (c.schedule_id IS NULL OR "
+            f"FROM {{t}} d JOIN rc_candidates c USING (occurrence_id) WHERE {_in_range('d')} "
+            "AND (c.schedule_id IS NULL OR "
             "(d.schedule_id, d.schedule_version, d.scheduled_for_ms) IS DISTINCT FROM "
             "(c.schedule_id, c.schedule_version, c.scheduled_for_ms))").format(t=self.table("dispatches"))
         with self.conn.cursor(name="rc_candidates") as candidates:

@@ -8,8 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from scheduler.audit.reconcile import ABSENT, Classified, LagStats, Report
-from scheduler.timing.instants import format_utc
-from scheduler.timing.instants import to_datetime
+from scheduler.timing.instants import format_utc, to_datetime
 
 
 def iso(ms: int) -> str:

@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from scheduler.audit.report_format import _lag, _lag_line, _occurrence, iso
 from scheduler.audit.reconcile import ABSENT, Unexpected
+from scheduler.audit.report_format import _lag, _lag_line, _occurrence, iso
 from scheduler.audit.streamed_report import ScheduleSummary, StreamedReport
 
 

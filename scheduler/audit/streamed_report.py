@@ -14,8 +14,8 @@ import psycopg
 from psycopg import sql
 
 from scheduler.audit.expected import Expected, VersionSpan
-from scheduler.audit.reconcile import ABSENT, CLASSIFICATIONS, Classified, LagStats, Unexpected
 from scheduler.audit.ledger_reader import LedgerReader
+from scheduler.audit.reconcile import ABSENT, CLASSIFICATIONS, Classified, LagStats, Unexpected
 from scheduler.audit.reconcile_cli import DEFAULT_BATCH
 from scheduler.audit.reconcile_sql import Loaded, SqlReconciler
 
@@ -43,7 +43,8 @@ class StreamedReport:
         self._conn: psycopg.Connection = reconciler.conn
         self.spans = loaded.spans
         self.warnings = loaded.warnings
-        found = dict(self._conn.execute("SELECT classification, count(*) FROM rc_classified GROUP BY 1").fetchall())
+        found: dict[str, int] = dict(self._conn.execute(
+            "SELECT classification, count(*) FROM rc_classified GROUP BY 1").fetchall())
         self.expected = sum(found.values())
         self._counts = found
         self.unexpected_count = self._scalar("SELECT count(*) FROM rc_unexpected")

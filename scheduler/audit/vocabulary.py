@@ -1,7 +1,7 @@
 """Enum symbols of the wire schemas, read from schemas/*.avsc so the audit never retypes them."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from scheduler.wire.schemas import NAMESPACE, load_current, schema_dir
@@ -23,7 +23,7 @@ def _find_enum(node: Any, name: str) -> tuple[str, ...] | None:
     return None
 
 
-@lru_cache(maxsize=None)
+@cache
 def enum_symbols(record: str, enum: str) -> tuple[str, ...]:
     """The symbols of enum `enum` as record `record` (e.g. "OccurrenceEvent") defines or inlines it."""
     schema = load_current(schema_dir())[f"{NAMESPACE}.{record}"].schema

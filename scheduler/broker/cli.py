@@ -7,8 +7,16 @@ import argparse
 import time
 
 from scheduler.broker.local import BrokerError, LocalBroker, default_data_dir
-from scheduler.cli_support import add_data_dir, add_stop_and_status, external_instead, fail, note_external
-from scheduler.cli_support import print_status, say, say_started
+from scheduler.cli_support import (
+    add_data_dir,
+    add_stop_and_status,
+    external_instead,
+    fail,
+    note_external,
+    print_status,
+    say,
+    say_started,
+)
 from scheduler.timing.cli_values import duration_type
 
 BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"

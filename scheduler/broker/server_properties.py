@@ -115,7 +115,8 @@ def ssl_settings(tls: TlsFiles) -> dict[str, str]:
     """The SASL_SSL listener: SCRAM as on SASL_PLAINTEXT, inside TLS with the keytool-made keystore."""
     listener = "listener.name.sasl_ssl."
     return {
-        f"{listener}{SCRAM_MECHANISM.lower()}.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        f"{listener}{SCRAM_MECHANISM.lower()}.sasl.jaas.config":
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
         f"{listener}ssl.keystore.location": str(tls.keystore),
         f"{listener}ssl.keystore.type": "PKCS12",
         f"{listener}ssl.keystore.password": tls.password,

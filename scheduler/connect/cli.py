@@ -7,8 +7,16 @@ from __future__ import annotations
 import argparse
 import time
 
-from scheduler.cli_support import add_data_dir, add_stop_and_status, external_instead, fail, note_external
-from scheduler.cli_support import print_status, say, say_started
+from scheduler.cli_support import (
+    add_data_dir,
+    add_stop_and_status,
+    external_instead,
+    fail,
+    note_external,
+    print_status,
+    say,
+    say_started,
+)
 from scheduler.config import Settings
 from scheduler.connect.local import DEFAULT_PORT, ConnectError, LocalConnect, default_data_dir
 from scheduler.timing.cli_values import duration_type

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from scheduler.control.client import SchedulerError, dry_run_diff
 from scheduler.console.sessions import COOKIE
-from scheduler.console.web import PREFIX, Console, PageError, Viewer, not_found, redirect
+from scheduler.console.site import (
+    PREFIX,
+    Console,
+    PageError,
+    Viewer,
+    not_found,
+    redirect,
+)
+from scheduler.control.client import SchedulerError, dry_run_diff
+from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
 
@@ -30,7 +39,7 @@ def _safe_next(target: str) -> str:
     return target if target.startswith(f"{PREFIX}/") and not target.startswith("//") else f"{PREFIX}/tenants"
 
 
-def _edited(spec: Record, fields: dict[str, str]) -> Record:
+def _edited(spec: Mapping[str, Any], fields: dict[str, str]) -> Record:
     changed = dict(spec)
     for name in EDITABLE:
         value = fields.get(name, "").strip()
@@ -76,7 +85,7 @@ def router(console: Console) -> APIRouter:
         response.delete_cookie(COOKIE, path=PREFIX)
         return response
 
-    def scoped(request: Request, tenant: str, schedule_id: str) -> tuple[Viewer, Record]:
+    def scoped(request: Request, tenant: str, schedule_id: str) -> tuple[Viewer, ScheduleState]:
         viewer = console.viewer(request)
         console.scope(viewer, tenant)
         return viewer, console.schedule(tenant, schedule_id)
@@ -146,7 +155,7 @@ def _to(path: str) -> Response:
     return RedirectResponse(path, status_code=303)
 
 
-def _dry_run(console: Console, request: Request, viewer: Viewer, tenant: str, state: Record,
+def _dry_run(console: Console, request: Request, viewer: Viewer, tenant: str, state: ScheduleState,
              fields: dict[str, str]) -> Response:
     spec = _edited(state["spec"], fields)
     try:

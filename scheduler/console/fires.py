@@ -1,6 +1,7 @@
 """A schedule's next fires as the console shows them: UTC, local wall time, and what DST did to each."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -8,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 from scheduler.control.client import with_anchor
 from scheduler.timing import instants
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import next_fires
+from scheduler.timing.spec_record import compile_spec
 
 Record = dict[str, Any]
 
@@ -33,7 +34,7 @@ class FireRow:
         return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
-def fire_rows(spec: Record, fired_count: int, now_ms: int, count: int) -> list[FireRow]:
+def fire_rows(spec: Mapping[str, Any], fired_count: int, now_ms: int, count: int) -> list[FireRow]:
     """The next `count` fires after now_ms, each with its local time and DST flags."""
     spec = with_anchor(spec, now_ms)
     zone = ZoneInfo(spec.get("time_zone") or "UTC")

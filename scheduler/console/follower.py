@@ -10,13 +10,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 from scheduler.console.forecast import Forecast, ForecastIndex, read
 from scheduler.console.occurrence_stats import OccurrenceStats, TenantFigures
 from scheduler.kafka.views import OccurrenceView, ScheduleView
-
-Record = dict[str, Any]
+from scheduler.wire.records import OccurrenceStatus, ScheduleState
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +35,8 @@ class ConsoleIndexes:
         self._lock = threading.Lock()          # guards the indexes
         self._busy = threading.Lock()          # held while a batch of changes is being applied
         self._dirty_lock = threading.Lock()    # guards the queued changes (taken on the views' threads)
-        self._schedules: dict[str, Record | None] = {}
-        self._occurrences: dict[str, Record | None] = {}
+        self._schedules: dict[str, ScheduleState | None] = {}
+        self._occurrences: dict[str, OccurrenceStatus | None] = {}
         self._stop = threading.Event()
         self._wake = threading.Event()
         schedules.subscribe(self._schedule_changed)
@@ -51,12 +49,12 @@ class ConsoleIndexes:
         self._wake.set()
         self._thread.join(10)
 
-    def _schedule_changed(self, key: str, record: Record | None) -> None:
+    def _schedule_changed(self, key: str, record: ScheduleState | None) -> None:
         with self._dirty_lock:
             self._schedules[key] = record
         self._wake.set()
 
-    def _occurrence_changed(self, key: str, record: Record | None) -> None:
+    def _occurrence_changed(self, key: str, record: OccurrenceStatus | None) -> None:
         with self._dirty_lock:
             self._occurrences[key] = record
         self._wake.set()
@@ -86,7 +84,8 @@ class ConsoleIndexes:
                     occurrences, self._occurrences = self._occurrences, {}
                 self._apply(schedules, occurrences)
 
-    def _apply(self, schedules: dict[str, Record | None], occurrences: dict[str, Record | None]) -> None:
+    def _apply(self, schedules: dict[str, ScheduleState | None],
+               occurrences: dict[str, OccurrenceStatus | None]) -> None:
         # In slices, so a request waits for at most one slice of a large catch-up.
         items = list(schedules.items())
         for start in range(0, len(items), 2000):
@@ -97,8 +96,8 @@ class ConsoleIndexes:
                     except (ArithmeticError, ValueError):  # one odd schedule must not stop the index
                         log.exception("forecast: schedule %s left out", key)
         with self._lock:
-            for key, record in occurrences.items():
-                self.stats.apply(key, record)
+            for key, status in occurrences.items():
+                self.stats.apply(key, status)
         # Slide in steps too: after a long catch-up the window may have a lot of ground to cover.
         target = _now_ms()
         while True:

@@ -17,14 +17,14 @@ import heapq
 import itertools
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from scheduler.timing import instants
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import instants_between, next_fire
 from scheduler.timing.spec import ScheduleSpec, SpecError
+from scheduler.timing.spec_record import compile_spec
+from scheduler.wire.records import ScheduleState
 
-Record = dict[str, Any]
 Slot = tuple[str, str]  # (tenant, lane)
 
 STRICT, FLEXIBLE = "strict", "flexible"
@@ -40,7 +40,7 @@ class Share(NamedTuple):
     fired_before: int  # fires the engine has made already: they count against max_fires
 
 
-def share_of(state: Record | None) -> Share | None:
+def share_of(state: ScheduleState | None) -> Share | None:
     """An ACTIVE schedule adds its fires; any other state (or an uncompilable spec) adds nothing."""
     if state is None or state["state"] != "ACTIVE":
         return None
@@ -111,7 +111,7 @@ class ForecastIndex:
 
     # -- changes -------------------------------------------------------------------
 
-    def apply(self, schedule_id: str, state: Record | None) -> None:
+    def apply(self, schedule_id: str, state: ScheduleState | None) -> None:
         """The schedule's latest state (None: deleted): its old fires go, its new ones come."""
         share = share_of(state)
         held = self._held.get(schedule_id)

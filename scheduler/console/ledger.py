@@ -55,13 +55,13 @@ class Ledger:
         self.schema = schema_name(prefix)
 
     @classmethod
-    def from_env(cls, prefix: str) -> "Ledger | None":
+    def from_env(cls, prefix: str) -> Ledger | None:
         url = os.environ.get(LEDGER_ENV)
         return cls(url, prefix) if url else None
 
     def _rows(self, sql: str, *params: Any) -> list[Record]:
         with psycopg.connect(self.url, connect_timeout=3, row_factory=dict_row) as conn:
-            return list(conn.execute(sql.format(schema=self.schema), params).fetchall())  # type: ignore[arg-type]
+            return list(conn.execute(sql.format(schema=self.schema), params).fetchall())
 
     def versions(self, tenant: str, schedule_id: str, limit: int = 50) -> list[Record]:
         return self._rows(VERSIONS_SQL, tenant, schedule_id, limit)

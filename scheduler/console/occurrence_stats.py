@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Any
 
+from scheduler.wire.records import OccurrenceStatus
 from scheduler.wire.schemas import schema_dir
-
-Record = dict[str, Any]
 
 SAMPLES = 1000
 QUEUED = frozenset({"ENQUEUED", "RETRY_WAIT"})
@@ -36,7 +34,7 @@ def p99(values: list[float]) -> float | None:
     return ordered[max(0, -(-99 * len(ordered) // 100) - 1)]
 
 
-def first_start_ms(status: Record) -> int | None:
+def first_start_ms(status: OccurrenceStatus) -> int | None:
     for event in status["attempts"]:
         if event["attempt"] == 1 and event["kind"] == "STARTED":
             return int(event["at_ms"])
@@ -51,7 +49,7 @@ class OccurrenceStats:
         self._states: dict[str, Counter[str]] = {}
         self._lags: dict[str, deque[float]] = {}
 
-    def apply(self, occurrence_id: str, status: Record | None) -> None:
+    def apply(self, occurrence_id: str, status: OccurrenceStatus | None) -> None:
         old = self._held.pop(occurrence_id, None)
         if old is not None:
             self._states[old[0]][old[1]] -= 1

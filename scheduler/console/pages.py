@@ -7,10 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from scheduler.control.client import SchedulerError, preview
 from scheduler.console.fires import fire_rows
 from scheduler.console.forecast import FLEXIBLE, STRICT
-from scheduler.console.web import Console, Viewer, not_found, redirect
+from scheduler.console.site import Console, Viewer, not_found, redirect
+from scheduler.control.client import SchedulerError, preview
+from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
 
@@ -108,14 +109,14 @@ def forecast_view(console: Console, request: Request, viewer: Viewer, tenant: st
         summary.append({"tenant": name, "strict": sum(s), "flexible": sum(f), "peak_minute": forecast.minutes[top],
                         "peak_strict": s[top] if shown else 0, "peak_flexible": f[top] if shown else 0,
                         "series_strict": s, "series_flexible": f})
-    busiest = max((a + b for a, b in zip(strict, flexible)), default=0)
+    busiest = max((a + b for a, b in zip(strict, flexible, strict=True)), default=0)
     return console.render("forecast.html", request, viewer, forecast=forecast, minutes=forecast.minutes[:shown],
                           strict=strict, flexible=flexible, busiest=busiest, summary=summary, tenant=tenant,
                           hours=hours, pending=console.indexes.pending, indexed=console.indexes.forecast.schedules,
                           STRICT=STRICT, FLEXIBLE=FLEXIBLE)
 
 
-def _next(state: Record, now_ms: int) -> list[int]:
+def _next(state: ScheduleState, now_ms: int) -> list[int]:
     if state["state"] != "ACTIVE":
         return []
     try:
@@ -124,7 +125,7 @@ def _next(state: Record, now_ms: int) -> list[int]:
         return []
 
 
-def _history(console: Console, tenant: str, schedule_id: str, state: Record) -> Record:
+def _history(console: Console, tenant: str, schedule_id: str, state: ScheduleState) -> Record:
     """Versions and recent occurrences: from the audit ledger when configured, else from the views."""
     error = None
     if console.ledger is not None:

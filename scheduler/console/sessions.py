@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from scheduler.api.keys import KeyStore, Principal
+from scheduler.api.keys import Keys, Principal
 
 COOKIE = "scheduler_console"
 TTL_S = 8 * 3600.0
@@ -29,7 +29,7 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, keys: KeyStore, ttl_s: float = TTL_S) -> None:
+    def __init__(self, keys: Keys, ttl_s: float = TTL_S) -> None:
         self.keys = keys
         self.ttl_s = ttl_s
         self._lock = threading.Lock()

@@ -23,8 +23,7 @@ from confluent_kafka.admin import (
 
 from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, admin_client
 from scheduler.kafka.clients import SCRAM_MECHANISM
-from scheduler.wire.topology import Topology
-from scheduler.wire.topology import default_group_id, transactional_id_prefix
+from scheduler.wire.topology import Topology, default_group_id, transactional_id_prefix
 
 # Kafka's minimum for SCRAM-SHA-512; a worker authenticates once per connection.
 SCRAM_ITERATIONS = 8192

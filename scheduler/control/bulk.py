@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from scheduler.control.command_record import create_record
 from scheduler.control.errors import SchedulerError
+from scheduler.wire.codec import RecordCodec
 from scheduler.wire.partitioning import partition_for
-
-if TYPE_CHECKING:
-    from scheduler.control.client import SchedulerClient
 
 Record = dict[str, Any]
 
@@ -49,6 +47,32 @@ class CreateRequest:
     idempotency_key: str | None = None
 
 
+class CommandChannel(Protocol):
+    """What the bulk path needs of a client (`SchedulerClient` is one): ids, the commands topic, and the
+    results its reader collects. A narrow contract, so this module need not import the client."""
+
+    @property
+    def timeout_s(self) -> float: ...
+
+    @property
+    def codec(self) -> RecordCodec: ...
+
+
+    def create_id(self, tenant: str, schedule_id: str | None, idempotency_key: str | None) -> str: ...
+
+    def expect(self, command_ids: Iterable[str]) -> None: ...
+
+    def produce_command(self, value: bytes, key: bytes, partition: int | None = None) -> None: ...
+
+    def flush_commands(self, timeout_s: float) -> None: ...
+
+    def command_partitions(self) -> int: ...
+
+    def take_results(self, command_ids: Collection[str], wait_s: float) -> dict[str, Record]: ...
+
+    def forget(self, command_ids: Iterable[str]) -> None: ...
+
+
 # command_id -> (index, sent at (monotonic), request, schedule_id), in send order
 InFlight = dict[str, tuple[int, float, CreateRequest, str]]
 
@@ -60,7 +84,7 @@ def local_rejection(request: CreateRequest, schedule_id: str | None, reason: str
             "reason": reason, "message": message, "source": "client", "processed_at_ms": None}
 
 
-def pipelined_creates(client: SchedulerClient, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
+def pipelined_creates(client: CommandChannel, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
                       timeout_s: float | None = None) -> Iterator[tuple[int, Record]]:
     """(index of the request, its result) as results arrive; every request gets exactly one.
 
@@ -86,14 +110,14 @@ def pipelined_creates(client: SchedulerClient, requests: Iterable[CreateRequest]
             batches.send_all()
             yield from pipeline.settle(window * 3 // 4)
     batches.send_all()
-    client.producer.flush(pipeline.timeout_s)
+    client.flush_commands(pipeline.timeout_s)
     yield from pipeline.settle(0)
 
 
 class CreateBatches:
     """CREATEs gathered per partition of the commands topic and produced as CreateBatch records."""
 
-    def __init__(self, client: SchedulerClient) -> None:
+    def __init__(self, client: CommandChannel) -> None:
         self.client = client
         self.partitions = client.command_partitions()
         self.open: dict[int, list[Record]] = {}
@@ -127,7 +151,7 @@ class CreateBatches:
 
 
 class _Pipeline:
-    def __init__(self, client: SchedulerClient, timeout_s: float) -> None:
+    def __init__(self, client: CommandChannel, timeout_s: float) -> None:
         self.client = client
         self.timeout_s = timeout_s
         self.in_flight: InFlight = {}

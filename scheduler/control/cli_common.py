@@ -99,7 +99,8 @@ def output_mode(args: argparse.Namespace) -> str:
 
 def result_text(result: Record) -> str:
     fires = ", ".join(utc(ms) for ms in result.get("next_fires_ms") or []) or "-"
-    return f"{result['command_type']} {result['schedule_id']}: {result['status']} version {result['version']}; next fires: {fires}"
+    return (f"{result['command_type']} {result['schedule_id']}: {result['status']} version {result['version']}; "
+            f"next fires: {fires}")
 
 
 def guarded(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:

@@ -12,23 +12,39 @@ import time
 import uuid
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scheduler.control.bulk import DEFAULT_WINDOW, CreateRequest, pipelined_creates
 from scheduler.control.client_views import ClientViews
 from scheduler.control.command_record import command_record, create_record
-from scheduler.wire.codec import Codec
-from scheduler.control.errors import (CommandTimeout, Conflict, NotFound, QuotaExceeded, SchedulerError, Unavailable,
-                                      ValidationError, VersionConflict, error_for)
-from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.control.errors import (
+    CommandTimeout,
+    Conflict,
+    NotFound,
+    QuotaExceeded,
+    SchedulerError,
+    Unavailable,
+    ValidationError,
+    VersionConflict,
+    error_for,
+)
+from scheduler.control.specs import (
+    SPEC_DEFAULTS,
+    dry_run_diff,
+    make_spec,
+    preview,
+    validate_backfill,
+    validate_spec,
+    with_anchor,
+)
 from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection
-from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.control.specs import (SPEC_DEFAULTS, dry_run_diff, make_spec, preview, validate_backfill, validate_spec,
-                                     with_anchor)
-from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.kafka.views import CompactedView, watermarks
+from scheduler.wire.codec import Codec
+from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
+from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 
 Record = dict[str, Any]
 
@@ -101,7 +117,7 @@ class SchedulerClient(ClientViews):
         for view in self._views.values():
             view.close()
 
-    def __enter__(self) -> "SchedulerClient":
+    def __enter__(self) -> SchedulerClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -135,6 +151,10 @@ class SchedulerClient(ClientViews):
             except BufferError:  # the local queue is full: let it drain
                 self.producer.poll(0.1)
         self.producer.poll(0)
+
+    def flush_commands(self, timeout_s: float) -> None:
+        """Wait up to `timeout_s` for the commands produced so far to be delivered."""
+        self.producer.flush(timeout_s)
 
     def command_partitions(self) -> int:
         """How many partitions the commands topic has (asked once), to write a CreateBatch where it belongs."""
@@ -186,8 +206,9 @@ class SchedulerClient(ClientViews):
                 continue
             with self._cond:
                 for msg in [first, *self.consumer.consume(1000, timeout=0)]:
-                    if msg.error() is None and msg.value() is not None:
-                        result = self.codec.decode("CommandResult", msg.value())
+                    value = msg.value()
+                    if msg.error() is None and value is not None:
+                        result = self.codec.decode("CommandResult", value)
                         if result["command_id"] in self._outstanding:
                             self._results[result["command_id"]] = result
                 self._cond.notify_all()
@@ -226,7 +247,7 @@ class SchedulerClient(ClientViews):
         for index, result in pipelined_creates(self, requests, window, timeout_s):
             results.extend([None] * (index + 1 - len(results)))
             results[index] = result
-        return results  # type: ignore[return-value]
+        return cast(list[Record], results)  # pipelined_creates gives every index its one result
 
     def create_stream(self, requests: Iterable[CreateRequest], window: int = DEFAULT_WINDOW,
                       timeout_s: float | None = None) -> Iterator[tuple[int, Record]]:

@@ -9,6 +9,7 @@ from typing import Any
 from scheduler.control.errors import NotFound, Unavailable
 from scheduler.kafka.views import CompactedView, OccurrenceView, ScheduleView
 from scheduler.wire.codec import Codec
+from scheduler.wire.records import OccurrenceStatus, ScheduleState
 
 Record = dict[str, Any]
 
@@ -30,20 +31,24 @@ class ClientViews:
             if "schedules" not in self._views:
                 self._views["schedules"] = ScheduleView(self.bootstrap_servers, self.prefix, self.codec,
                                                         self.client_config)
-            return self._views["schedules"]  # type: ignore[return-value]
+            view = self._views["schedules"]
+        assert isinstance(view, ScheduleView)
+        return view
 
     def occurrence_view(self) -> OccurrenceView:
         with self._lock:
             if "occurrences" not in self._views:
                 self._views["occurrences"] = OccurrenceView(self.bootstrap_servers, self.prefix, self.codec,
                                                             self.client_config)
-            return self._views["occurrences"]  # type: ignore[return-value]
+            view = self._views["occurrences"]
+        assert isinstance(view, OccurrenceView)
+        return view
 
     def _caught_up(self, view: CompactedView) -> None:
         if not view.wait_caught_up(self.timeout_s):
             raise Unavailable("TIMEOUT", f"view of {view.topic} did not catch up in {self.timeout_s:g}s")
 
-    def get(self, tenant: str, schedule_id: str) -> Record:
+    def get(self, tenant: str, schedule_id: str) -> ScheduleState:
         """The schedule's current state (read-your-writes: the view is caught up first)."""
         view = self.schedule_view()
         self._caught_up(view)
@@ -52,12 +57,12 @@ class ClientViews:
             raise NotFound("UNKNOWN_SCHEDULE", f"schedule {schedule_id!r} does not exist")
         return state
 
-    def list(self, tenant: str, state: str | None = None) -> list[Record]:
+    def list(self, tenant: str, state: str | None = None) -> list[ScheduleState]:
         view = self.schedule_view()
         self._caught_up(view)
         return view.list(tenant, state)
 
-    def occurrence(self, tenant: str, occurrence_id: str) -> Record:
+    def occurrence(self, tenant: str, occurrence_id: str) -> OccurrenceStatus:
         view = self.occurrence_view()
         self._caught_up(view)
         status = view.get(tenant, occurrence_id)

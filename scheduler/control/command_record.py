@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.control.specs import validate_spec, with_anchor
@@ -11,7 +12,7 @@ from scheduler.control.specs import validate_spec, with_anchor
 Record = dict[str, Any]
 
 
-def command_record(command_type: str, schedule_id: str, tenant: str, *, spec: Record | None = None,
+def command_record(command_type: str, schedule_id: str, tenant: str, *, spec: Mapping[str, Any] | None = None,
                    idempotency_key: str | None = None, expected_version: int | None = None,
                    occurrence_id: str | None = None, backfill_from_ms: int | None = None,
                    backfill_to_ms: int | None = None, overlap_override: str | None = None) -> Record:
@@ -27,6 +28,6 @@ def command_record(command_type: str, schedule_id: str, tenant: str, *, spec: Re
     }
 
 
-def create_record(tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> Record:
+def create_record(tenant: str, schedule_id: str, spec: Mapping[str, Any], idempotency_key: str | None) -> Record:
     return command_record("CREATE", schedule_id, tenant, spec=with_anchor(spec, int(time.time() * 1000)),
                           idempotency_key=idempotency_key)

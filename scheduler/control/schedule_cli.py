@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable
 
 from scheduler.api.models import schedule_json
+from scheduler.cli_support import add_renamed
+from scheduler.config import TENANT_ENV
 from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
 from scheduler.control.cli_common import (
     EXIT_OK,
@@ -23,8 +25,6 @@ from scheduler.control.cli_common import (
     tenant_arg,
     utc,
 )
-from scheduler.cli_support import add_renamed
-from scheduler.config import TENANT_ENV
 from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec, preview
 from scheduler.timing.cli_values import duration_type, instant_type
 from scheduler.wire import vocabulary
@@ -48,7 +48,8 @@ def _spec_args(parser: argparse.ArgumentParser, kind_required: bool) -> None:
     parser.add_argument("--tz", dest="time_zone",
                         help="IANA time zone (default UTC); also the zone of instants given without an offset")
     for flag in _SPEC_INSTANT_FLAGS:
-        parser.add_argument(f"--{flag}", type=instant_type, help=f"{flag} instant (RFC 3339, epoch ms, or local in --tz)")
+        parser.add_argument(f"--{flag}", type=instant_type,
+                            help=f"{flag} instant (RFC 3339, epoch ms, or local in --tz)")
     for name in _SPEC_INT_FLAGS:
         flag = f"--{name.replace('_', '-')}"
         if name in _SPEC_DURATION_FLAGS:

@@ -6,7 +6,8 @@ Pure (the clock is read only where a caller gives no instant): what can be check
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from scheduler.control.errors import ValidationError
 from scheduler.timing import instants
@@ -17,6 +18,7 @@ from scheduler.wire import vocabulary
 from scheduler.wire.limits import PREVIEW_COUNT
 
 Record = dict[str, Any]
+S = TypeVar("S", bound=Mapping[str, Any])  # a spec: a ScheduleSpec record, or the fields a caller gave
 
 MAX_PREVIEW = 1000
 OVERLAP_POLICIES = frozenset(vocabulary.choices("OverlapPolicy"))
@@ -33,7 +35,7 @@ def make_spec(kind: str, expression: str, time_zone: str = "UTC", **fields: Any)
     return {**SPEC_DEFAULTS, **fields, "kind": kind.upper(), "expression": expression, "time_zone": time_zone}
 
 
-def validate_spec(spec: Record, now_ms: int | None = None) -> None:
+def validate_spec(spec: Mapping[str, Any], now_ms: int | None = None) -> None:
     """A spec about to be sent: it compiles, and it fires within the time core's search horizon after
     `now_ms` (default: now), as the engine checks it (a spec that never fires is refused there too)."""
     compiled = _compiled(spec)
@@ -43,7 +45,7 @@ def validate_spec(spec: Record, now_ms: int | None = None) -> None:
         raise ValidationError("INVALID_SPEC", f"{exc.field}: {exc.message}") from exc
 
 
-def _compiled(spec: Record) -> ScheduleSpec:
+def _compiled(spec: Mapping[str, Any]) -> ScheduleSpec:
     """The spec compiled, or the ValidationError the engine's reason would be (a stored spec's preview
     needs only this: one that has fired its last still previews, as nothing)."""
     try:
@@ -55,14 +57,15 @@ def _compiled(spec: Record) -> ScheduleSpec:
         raise ValidationError("INVALID_SPEC", str(exc)) from exc
 
 
-def with_anchor(spec: Record, now_ms: int) -> Record:
+def with_anchor(spec: S, now_ms: int) -> S | Record:
     """A RATE spec without anchor_at_ms or start_at_ms counts its periods from now (to the second)."""
     if spec.get("kind") == "RATE" and spec.get("anchor_at_ms") is None and spec.get("start_at_ms") is None:
         return {**spec, "anchor_at_ms": now_ms - now_ms % 1000}
     return spec
 
 
-def preview(spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None, fired_before: int = 0) -> list[int]:
+def preview(spec: Mapping[str, Any], count: int = PREVIEW_COUNT, after_ms: int | None = None,
+            fired_before: int = 0) -> list[int]:
     """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
     after = int(time.time() * 1000) if after_ms is None else after_ms
     compiled = _compiled(with_anchor(spec, after))
@@ -84,7 +87,8 @@ def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: s
         raise ValidationError("INVALID_SPEC", f"overlap_override: one of {sorted(OVERLAP_POLICIES)}")
 
 
-def dry_run_diff(current: Record, spec: Record, now_ms: int, count: int = PREVIEW_COUNT) -> Record:
+def dry_run_diff(current: Mapping[str, Any], spec: Mapping[str, Any], now_ms: int,
+                 count: int = PREVIEW_COUNT) -> Record:
     """What an UPDATE of `current` to `spec` would change, as the next fires before and after."""
     fired = current["fired_count"]
     return {

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from enum import Enum
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AclBinding
@@ -93,8 +94,13 @@ def tenants_grant_worker(args: argparse.Namespace) -> int:
 
 
 def _acl_json(binding: AclBinding) -> Record:
-    return {"resource_type": binding.restype.name, "name": binding.name,
-            "pattern": binding.resource_pattern_type.name, "operation": binding.operation.name}
+    return {"resource_type": _symbol(binding.restype), "name": binding.name,
+            "pattern": _symbol(binding.resource_pattern_type), "operation": _symbol(binding.operation)}
+
+
+def _symbol(value: Enum | str | int) -> str:
+    """An ACL binding's enum field by name (the client's stub also allows the str or int it was made from)."""
+    return value.name if isinstance(value, Enum) else str(value)
 
 
 def _grant_text(granted: Record) -> str:

@@ -17,14 +17,15 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from scheduler.kafka.admin import TopicEnsureError, ensure_tenant_topics
 from scheduler.control.errors import Conflict, NotFound, Unavailable, ValidationError
-from scheduler.wire import vocabulary
-from scheduler.wire.codec import Codec
+from scheduler.kafka.admin import TopicEnsureError, ensure_tenant_topics
 from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.kafka.replication import ReplicationError
-from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 from scheduler.kafka.views import ScheduleView, TenantView
+from scheduler.wire import vocabulary
+from scheduler.wire.codec import Codec
+from scheduler.wire.records import Tenant
+from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
 
 Record = dict[str, Any]
 
@@ -87,7 +88,7 @@ class TenantRegistry:
         self.producer.flush(10)
         self.view.close()
 
-    def __enter__(self) -> "TenantRegistry":
+    def __enter__(self) -> TenantRegistry:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -98,13 +99,13 @@ class TenantRegistry:
             raise Unavailable("TIMEOUT", f"view of {self.topic} did not catch up in {self.timeout_s:g}s")
         return self.view
 
-    def get(self, name: str) -> Record:
+    def get(self, name: str) -> Tenant:
         record = self._fresh_view().get(name)
         if record is None:
             raise NotFound("UNKNOWN_TENANT", f"tenant {name!r} is not registered")
         return record
 
-    def list(self) -> list[Record]:
+    def list(self) -> list[Tenant]:
         return self._fresh_view().list()
 
     def register(self, name: str, **quotas: Any) -> Record:

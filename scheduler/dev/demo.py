@@ -12,6 +12,7 @@ from types import FrameType
 
 from scheduler.config import Settings, state_home
 from scheduler.timing.cli_values import duration_type
+from scheduler.worker.occurrence import AttemptContext, Occurrence
 
 TENANT = "demo"
 
@@ -50,7 +51,7 @@ def _schedules(now: datetime) -> list[tuple[str, dict]]:
     ]
 
 
-def _print_occurrence(occurrence: object, ctx: object) -> None:
+def _print_occurrence(occurrence: Occurrence, ctx: AttemptContext) -> None:
     now = datetime.now(timezone.utc)
     lag = (now - occurrence.scheduled_for).total_seconds()
     print(f"{now:%H:%M:%S.%f}"[:-3] + f"  {occurrence.tenant}/{occurrence.schedule_id:<22} "
@@ -60,9 +61,9 @@ def _print_occurrence(occurrence: object, ctx: object) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from scheduler.kafka.admin import ensure_topics
     from scheduler.audit import demo_ledger
     from scheduler.control.client import SchedulerClient
+    from scheduler.kafka.admin import ensure_topics
     from scheduler.wire.topology import Topology
     from scheduler.worker import Worker
 

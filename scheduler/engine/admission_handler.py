@@ -8,7 +8,8 @@ from collections.abc import Callable
 from scheduler.engine import running_slots
 from scheduler.engine.commands import admitted, result_record
 from scheduler.engine.occurrence_timeline import Timeline
-from scheduler.engine.task_context import Record, TaskContext
+from scheduler.engine.task_context import TaskContext
+from scheduler.wire.records import AdmissionRequest, AdmissionResult
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class Admissions:
         else:
             ctx.emit(ctx.topics.admission_results, "AdmissionResult", request["schedule_id"].encode(), answer)
 
-    def count(self, request: Record, now_ms: int) -> Record | None:
+    def count(self, request: AdmissionRequest, now_ms: int) -> AdmissionResult | None:
         """A RESERVE or RELEASE against the tenant's active-schedule count; the answer of a RESERVE."""
         ctx = self.ctx
         tenant = request["tenant"]
@@ -70,8 +71,9 @@ class Admissions:
         round trip, the turn it waits for, or the PENDING states reaching the changelog."""
         ctx = self.ctx
         for tenant, schedule_ids in ctx.reservations.items():
-            request = {"tenant": tenant, "schedule_id": "", "kind": "RESERVE", "requested_at_ms": now_ms,
-                       "partition": ctx.partition, "schedule_ids": schedule_ids}
+            request: AdmissionRequest = {"tenant": tenant, "schedule_id": "", "kind": "RESERVE",
+                                         "requested_at_ms": now_ms, "partition": ctx.partition,
+                                         "schedule_ids": schedule_ids}
             counter = local(tenant)
             if counter is None:
                 ctx.emit(ctx.topics.admissions, "AdmissionRequest", tenant.encode(), request)
@@ -81,7 +83,7 @@ class Admissions:
                 self.take_answer(answer, now_ms)
         ctx.reservations = {}
 
-    def _running_slot_request(self, request: Record, now_ms: int) -> None:
+    def _running_slot_request(self, request: AdmissionRequest, now_ms: int) -> None:
         """The tenant's running-slot ledger: record the wish or the returned slots, send out what changes."""
         ctx = self.ctx
         tenant, partition = request["tenant"], request["partition"]
@@ -110,7 +112,7 @@ class Admissions:
         if answer is not None:
             self.take_answer(answer, now_ms)
 
-    def take_answer(self, answer: Record, now_ms: int) -> None:
+    def take_answer(self, answer: AdmissionResult, now_ms: int) -> None:
         ctx = self.ctx
         if answer["running_slots"] is not None:
             self.slots.granted(ctx.txn, answer["tenant"], answer["running_slots"])
@@ -123,7 +125,7 @@ class Admissions:
         for schedule_id in answer["refused_ids"]:
             self._answered(schedule_id, False, answer, now_ms)
 
-    def _answered(self, schedule_id: str, granted: bool, answer: Record, now_ms: int) -> None:
+    def _answered(self, schedule_id: str, granted: bool, answer: AdmissionResult, now_ms: int) -> None:
         """A PENDING schedule's slot granted (it becomes ACTIVE) or refused (it is forgotten); its CREATEs answered."""
         ctx = self.ctx
         key = schedule_id.encode()

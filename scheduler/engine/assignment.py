@@ -27,12 +27,12 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
-from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.partition_restore import PartitionRestore
+from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import RestoreReader
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 

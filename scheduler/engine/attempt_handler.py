@@ -8,7 +8,13 @@ from scheduler.engine import leases, overlap
 from scheduler.engine.attempts import apply_attempt, lease_ms
 from scheduler.engine.occurrence_timeline import Timeline
 from scheduler.engine.running_slots import RunningSlots
-from scheduler.engine.task_context import Record, TaskContext
+from scheduler.engine.task_context import TaskContext
+from scheduler.wire.records import (
+    AttemptEvent,
+    OccurrenceStatus,
+    RunningRef,
+    ScheduleState,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +60,7 @@ class Attempts:
     def has_expired_lease(self, now_ms: int) -> bool:
         return leases.has_expired(self.ctx.txn, now_ms)
 
-    def _apply(self, event: Record, status: Record | None, now_ms: int) -> None:
+    def _apply(self, event: AttemptEvent, status: OccurrenceStatus | None, now_ms: int) -> None:
         ctx = self.ctx
         schedule = ctx.schedule(event["schedule_id"])
         if schedule is not None and schedule["tenant"] != event["tenant"]:
@@ -64,7 +70,7 @@ class Attempts:
         if outcome.status is None:
             log.debug("ignored attempt event for %s: %s", event["occurrence_id"], outcome.ignored_reason)
             return
-        leases.move(ctx.txn, event["occurrence_id"], (status or {}).get("lease_expires_at_ms"),
+        leases.move(ctx.txn, event["occurrence_id"], status.get("lease_expires_at_ms") if status else None,
                     outcome.status.get("lease_expires_at_ms"))
         ctx.put_status(outcome.status)
         if outcome.finished:
@@ -90,7 +96,7 @@ class Attempts:
         if schedule is not before:
             ctx.save(schedule)
 
-    def _dead_letter(self, schedule: Record, status: Record, reason: str, now_ms: int) -> None:
+    def _dead_letter(self, schedule: ScheduleState, status: OccurrenceStatus, reason: str, now_ms: int) -> None:
         occurrence = self.timeline.occurrence_record(schedule, status["occurrence_id"], status["scheduled_for_ms"],
                                                      status["scheduled_for_ms"], status["attempt"], None, False,
                                                      status["schedule_version"])
@@ -99,12 +105,13 @@ class Attempts:
         self.ctx.dead_letters[schedule["tenant"]] += 1
 
 
-def _track_running(schedule: Record, event: Record, finished: bool, now_ms: int) -> Record:
+def _track_running(schedule: ScheduleState, event: AttemptEvent, finished: bool, now_ms: int) -> ScheduleState:
     """The schedule's running list, which its overlap policy is decided against."""
     if schedule["spec"]["overlap_policy"] == overlap.ALLOW:
         return schedule
     others = [r for r in schedule["running"] if r["occurrence_id"] != event["occurrence_id"]]
     if finished:
         return {**schedule, "running": others}
-    mine = {"occurrence_id": event["occurrence_id"], "attempt_token": event["attempt_token"], "since_ms": now_ms}
+    mine: RunningRef = {"occurrence_id": event["occurrence_id"], "attempt_token": event["attempt_token"],
+                        "since_ms": now_ms}
     return {**schedule, "running": [*others, mine]}

@@ -16,30 +16,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from scheduler.wire import vocabulary
 from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
+from scheduler.wire import vocabulary
+from scheduler.wire.records import (
+    AttemptEvent,
+    LostAttempt,
+    OccurrenceState,
+    OccurrenceStatus,
+    ScheduleState,
+)
 
-Record = dict[str, Any]
 HISTORY_LIMIT = 20
 MAX_BACKOFF_MS = 3_600_000
-FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELED", "MISSED", "SKIPPED_OVERLAP"})
+FINISHED: frozenset[OccurrenceState] = frozenset({"SUCCEEDED", "DEAD", "CANCELED", "MISSED", "SKIPPED_OVERLAP"})
 DEFAULT_LEASE_MS: int = vocabulary.field_defaults("ScheduleSpec")["lease_ms"]
 
 
 @dataclass(frozen=True)
 class AttemptOutcome:
-    status: Record | None                 # the new OccurrenceStatus; None: the event changes nothing
+    status: OccurrenceStatus | None       # the new OccurrenceStatus; None: the event changes nothing
     retry_at_ms: int | None = None        # dispatch attempt + 1 at this instant
     dead_reason: str | None = None        # send to the dead letters with this reason
     finished: bool = False                # the occurrence no longer runs (overlap policies)
     ignored_reason: str | None = None
-    lost: Record | None = None            # a LostAttempt: the attempt that no longer holds the lease
+    lost: LostAttempt | None = None       # a LostAttempt: the attempt that no longer holds the lease
 
 
-def new_status(event: Record, now_ms: int) -> Record:
+def new_status(event: AttemptEvent, now_ms: int) -> OccurrenceStatus:
     return {
         "occurrence_id": event["occurrence_id"], "schedule_id": event["schedule_id"], "tenant": event["tenant"],
         "schedule_version": event["schedule_version"], "scheduled_for_ms": event["scheduled_for_ms"],
@@ -48,16 +54,16 @@ def new_status(event: Record, now_ms: int) -> Record:
     }
 
 
-def lease_ms(schedule: Record | None) -> int:
+def lease_ms(schedule: ScheduleState | None) -> int:
     return schedule["spec"].get("lease_ms", DEFAULT_LEASE_MS) if schedule is not None else DEFAULT_LEASE_MS
 
 
-def lost_attempt(status: Record) -> Record:
+def lost_attempt(status: OccurrenceStatus) -> LostAttempt:
     return {"occurrence_id": status["occurrence_id"], "attempt": status["attempt"],
-            "attempt_token": status["attempt_token"]}
+            "attempt_token": status["attempt_token"] or ""}  # a RUNNING attempt's token is never None
 
 
-def _was_lost(status: Record, attempt: int) -> bool:
+def _was_lost(status: OccurrenceStatus, attempt: int) -> bool:
     return any(e["kind"] == "LOST" and e["attempt"] == attempt for e in status["attempts"])
 
 
@@ -67,14 +73,15 @@ def retry_at_ms(occurrence_id: str, attempt: int, base_ms: int, now_ms: int) -> 
     return to_ms(available_at(f"{occurrence_id}/{attempt}", to_datetime(now_ms), timedelta(milliseconds=window)))
 
 
-def _with(status: Record, event: Record, now_ms: int, **fields: Any) -> Record:
+def _with(status: OccurrenceStatus, event: AttemptEvent, now_ms: int, **fields: Any) -> OccurrenceStatus:
     """The status after `event`; the lease ends with it unless `fields` renew it."""
     history = [*status["attempts"], event][-HISTORY_LIMIT:]
-    return {**status, "lease_expires_at_ms": None, "progress": None, **fields, "attempts": history,
-            "updated_at_ms": now_ms}
+    # `fields` are OccurrenceStatus fields; mypy cannot type a dict built from keyword arguments.
+    return cast(OccurrenceStatus, {**status, "lease_expires_at_ms": None, "progress": None, **fields,
+                                   "attempts": history, "updated_at_ms": now_ms})
 
 
-def apply_attempt(event: Record, status: Record | None, schedule: Record | None, now_ms: int,
+def apply_attempt(event: AttemptEvent, status: OccurrenceStatus | None, schedule: ScheduleState | None, now_ms: int,
                   retry_budget_left: bool) -> AttemptOutcome:
     status = status or new_status(event, now_ms)
     kind = event["kind"]
@@ -111,7 +118,7 @@ def apply_attempt(event: Record, status: Record | None, schedule: Record | None,
     return _failed(event, status, schedule, now_ms, retry_budget_left)
 
 
-def _failed(event: Record, status: Record, schedule: Record | None, now_ms: int,
+def _failed(event: AttemptEvent, status: OccurrenceStatus, schedule: ScheduleState | None, now_ms: int,
             retry_budget_left: bool) -> AttemptOutcome:
     def dead(reason: str) -> AttemptOutcome:
         return AttemptOutcome(_with(status, event, now_ms, state="DEAD"), dead_reason=reason, finished=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 
 from scheduler.engine import staging, timeline_keys
 from scheduler.engine.partition_store import PartitionStore
@@ -28,7 +28,7 @@ class BurstCounter:
         self.minimum = minimum
         self.counts: dict[int, int] = {}  # due ms -> strict entries, as of the last complete sweep (>= minimum)
         self.counted_ms: int | None = None  # when that sweep began
-        self._sweep: tuple[int, Counter[int], Iterator[bytes]] | None = None
+        self._sweep: tuple[int, Counter[int], Generator[bytes, None, None]] | None = None
 
     @property
     def sweeping(self) -> bool:
@@ -51,11 +51,11 @@ class BurstCounter:
     def reset(self) -> None:
         """Partitions moved: the sweep's stores may close, so it ends here (its iterators with it)."""
         if self._sweep is not None:
-            self._sweep[2].close()  # type: ignore[attr-defined]
+            self._sweep[2].close()
             self._sweep = None
 
 
-def _keys(stores: list[PartitionStore], now_ms: int, max_lead_ms: int) -> Iterator[bytes]:
+def _keys(stores: list[PartitionStore], now_ms: int, max_lead_ms: int) -> Generator[bytes, None, None]:
     start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
     end = staging.instant_range(now_ms + max_lead_ms)[1]
     for store in stores:

@@ -30,7 +30,7 @@ EXIT_STATUS = ("Exit status: 0 stopped by SIGTERM/SIGINT (turn committed, group 
                "unexpected (with its traceback).")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = subparsers.add_parser("run", help="run one scheduler process (joins the consumer group)",
                                 description=EXIT_STATUS)
     run.add_argument("--instance-id", default=socket.gethostname(),
@@ -62,7 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                 "next turns, so a bulk load of CreateBatch records does not hold dispatch back", "500ms", default=500)
     run.add_argument("--stage-min", type=int, default=40_000,
                      help="strict occurrences due at one instant from which the burst is produced ahead in a "
-                          "transaction committed at the instant (0: never stage); see docs/decisions/0002-staged-bursts.md")
+                          "transaction committed at the instant (0: never stage); see "
+                          "docs/decisions/0002-staged-bursts.md")
     run.add_argument("--stage-rate", type=float, default=50_000.0,
                      help="staging rate (occurrences/s) assumed until a stage has measured it: it sets the first "
                           "stage's lead (its preparation in memory, which holds back nothing)")

@@ -4,25 +4,27 @@ its CREATEs one after another, each taken as the same Command alone."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from scheduler.engine.commands import Decision, decide, result_record
 from scheduler.engine.manual_commands import MANUAL
 from scheduler.engine.occurrence_events import record_missed
 from scheduler.engine.occurrence_timeline import Timeline
-from scheduler.engine.task_context import Record
 from scheduler.timing.instants import to_datetime
 from scheduler.timing.misfire import resolve_misfire
 from scheduler.timing.spec import SpecError
 from scheduler.timing.spec_record import compile_spec
 from scheduler.wire.codec import DecodeError
 from scheduler.wire.partitioning import partition_for
+from scheduler.wire.records import Command, CommandType, CreateBatch, ScheduleState
 
 log = logging.getLogger(__name__)
 
 # Commands that only stop work are still taken for a tenant no longer registered (deleted with --force),
 # so its leftover schedules can be wound down; every other command of an unregistered tenant is refused.
-STOPPING = frozenset({"PAUSE", "CANCEL"})
+STOPPING: frozenset[CommandType] = frozenset({"PAUSE", "CANCEL"})
 
 
 class Commands:
@@ -49,7 +51,7 @@ class Commands:
         else:
             self._take(key, record, now_ms)
 
-    def _on_batch(self, batch: Record, source: str, now_ms: int) -> None:
+    def _on_batch(self, batch: CreateBatch, source: str, now_ms: int) -> None:
         """Each CREATE as if it came alone; what could not have come alone here is rejected by itself."""
         for command in batch["commands"]:
             key = command["schedule_id"].encode()
@@ -63,7 +65,7 @@ class Commands:
             else:
                 self._take(key, command, now_ms)
 
-    def _take(self, key: bytes, command: Record, now_ms: int) -> None:
+    def _take(self, key: bytes, command: Command, now_ms: int) -> None:
         ctx = self.ctx
         if command["type"] not in STOPPING and not ctx.tenants.registered(command["tenant"]):
             ctx.result(key, result_record(command, "REJECTED", now_ms, reason="UNKNOWN_TENANT",
@@ -75,27 +77,29 @@ class Commands:
             ctx.result(key, manual(self.timeline, command, current, now_ms))
             return
         decision = decide(command, current, now_ms)
-        if decision.result is None:
+        result = decision.result
+        if result is None:  # a CREATE waiting for its slot: a Decision without a result has a state
+            assert decision.state is not None
             ctx.save(decision.state)
             if decision.reserve:
                 ctx.reserve(decision.state)
             return
-        if decision.state is not None and decision.result["status"] == "ACCEPTED":
+        if decision.state is not None and result["status"] == "ACCEPTED":
             try:
                 self._apply(current, decision, now_ms)
             except SpecError as exc:  # only a stored spec that no longer compiles (tzdata change)
-                decision = Decision(result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
-                                                  message=f"{exc.field}: {exc.message}"))
-        ctx.result(key, decision.result)
+                result = result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
+                                       message=f"{exc.field}: {exc.message}")
+        ctx.result(key, result)
 
     def _reject_malformed(self, key: bytes | None, message: str, source: str, now_ms: int,
-                          command: Record | None = None) -> None:
-        base = command or {"schedule_id": (key or b"").decode(errors="replace")}
+                          command: Command | None = None) -> None:
+        base: Mapping[str, Any] = command or {"schedule_id": (key or b"").decode(errors="replace")}
         log.warning("rejected %s: %s", source, message)
         self.ctx.result(key, result_record(base, "REJECTED", now_ms, reason="MALFORMED_RECORD", message=message,
                                            source=source))
 
-    def _apply(self, current: Record | None, decision: Decision, now_ms: int) -> None:
+    def _apply(self, current: ScheduleState | None, decision: Decision, now_ms: int) -> None:
         ctx = self.ctx
         state = decision.state
         assert state is not None

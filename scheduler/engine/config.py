@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.engine.state_dir import instance_dir
-from scheduler.engine.task import TaskTopics
+from scheduler.engine.task_context import TaskTopics
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
@@ -103,12 +103,13 @@ def consumer_conf(common: dict[str, Any], group: str, client_id: str) -> dict[st
     broker (`group.consumer.session.timeout.ms`, scheduler/broker/local.py). read_committed hides what
     aborted turns wrote. The client id is the process's transactional id: the group's description then
     says which turns' producers belong to live members (scheduler/engine/previous_owner.py)."""
-    return {**common, "group.id": group, "client.id": client_id, "group.protocol": "consumer", "group.remote.assignor": "range",
-            "enable.auto.commit": False, "isolation.level": "read_committed",
+    return {**common, "group.id": group, "client.id": client_id, "group.protocol": "consumer",
+            "group.remote.assignor": "range", "enable.auto.commit": False, "isolation.level": "read_committed",
             "auto.offset.reset": "earliest", "max.poll.interval.ms": 300_000}
 
 
 def producer_conf(common: dict[str, Any], config: EngineConfig) -> dict[str, Any]:
     """The turns' producer: one transactional id per process, fenced through the group metadata (KIP-447)."""
-    return {**common, **PRODUCER_PARTITIONER_CONF, "transactional.id": f"{config.prefix}.scheduler.{config.instance_id}",
+    return {**common, **PRODUCER_PARTITIONER_CONF,
+            "transactional.id": f"{config.prefix}.scheduler.{config.instance_id}",
             "transaction.timeout.ms": config.transaction_timeout_ms, **PRODUCER_BATCHING}

@@ -9,6 +9,7 @@ from scheduler.engine.occurrence_events import record_event
 from scheduler.engine.occurrence_timeline import Timeline
 from scheduler.engine.running_slots import RunningSlots
 from scheduler.engine.timeline_keys import LocalEntry, scheduled_for_ms_of
+from scheduler.wire.records import RunningRef
 
 SCAN_FACTOR = 4  # due entries a partition's scan may pass over (held by max_concurrency) per entry offered
 Offer = tuple[str, tuple["Dispatcher", bytes, bytes]]  # (tenant, (dispatcher, timeline key, packed entry))
@@ -96,5 +97,5 @@ class Dispatcher:
         if limited:
             self.slots.dispatched(ctx.txn, entry.tenant, entry.occurrence_id, now_ms + state["spec"]["run_timeout_ms"])
         if entry.overlap != overlap.ALLOW:
-            mine = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
+            mine: RunningRef = {"occurrence_id": entry.occurrence_id, "attempt_token": None, "since_ms": now_ms}
             ctx.save({**state, "running": [*state["running"], mine]})

@@ -15,9 +15,9 @@ lease from the moment it starts.
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 from scheduler.engine.partition_store import StoreTransaction
+from scheduler.wire.records import AttemptEvent, OccurrenceStatus
 
 STORE = "admissions"
 _INDEX = b"\x08"  # expiry (ms) occurrence_id -> b""
@@ -55,14 +55,14 @@ def has_expired(txn: StoreTransaction, now_ms: int) -> bool:
     return bool(expired(txn, now_ms, 1))
 
 
-def lost_event(status: dict[str, Any], now_ms: int, lease_ms: int) -> dict[str, Any]:
+def lost_event(status: OccurrenceStatus, now_ms: int, lease_ms: int) -> AttemptEvent:
     """The LOST attempt event the scheduler records for a silent attempt (it goes through apply_attempt)."""
     last_worker = next((e["worker_id"] for e in reversed(status["attempts"])
                         if e["attempt_token"] == status["attempt_token"]), None)
     return {
         "occurrence_id": status["occurrence_id"], "schedule_id": status["schedule_id"], "tenant": status["tenant"],
         "schedule_version": status["schedule_version"], "scheduled_for_ms": status["scheduled_for_ms"],
-        "attempt": status["attempt"], "attempt_token": status["attempt_token"], "kind": "LOST", "retryable": True,
+        "attempt": status["attempt"], "attempt_token": status["attempt_token"] or "", "kind": "LOST", "retryable": True,
         "error_class": LOST_CLASS, "error_message": f"no heartbeat for {lease_ms} ms (the lease)",
         "worker_id": last_worker, "at_ms": now_ms, "progress": status.get("progress"),
     }

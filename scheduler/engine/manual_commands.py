@@ -7,15 +7,15 @@ from collections.abc import Callable
 from scheduler.engine.attempts import FINISHED
 from scheduler.engine.commands import HOLDS_SLOT, result_record
 from scheduler.engine.occurrence_timeline import Timeline
-from scheduler.engine.task_context import Record
 from scheduler.timing.fires import fires_between
 from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.timing.spec_record import compile_spec
 from scheduler.wire.limits import MAX_BACKFILL
+from scheduler.wire.records import Command, CommandResult, ScheduleState
 
 
-def rerun(timeline: Timeline, command: Record, schedule: Record | None, now_ms: int) -> Record:
+def rerun(timeline: Timeline, command: Command, schedule: ScheduleState | None, now_ms: int) -> CommandResult:
     """Dispatch a finished or dead occurrence again, with the same occurrence_id and the next attempt number."""
     ctx = timeline.ctx
     status = ctx.status(command.get("occurrence_id") or "")
@@ -35,7 +35,7 @@ def rerun(timeline: Timeline, command: Record, schedule: Record | None, now_ms: 
     return result_record(command, "ACCEPTED", now_ms, version=schedule["version"], next_fires_ms=[now_ms])
 
 
-def trigger(timeline: Timeline, command: Record, schedule: Record | None, now_ms: int) -> Record:
+def trigger(timeline: Timeline, command: Command, schedule: ScheduleState | None, now_ms: int) -> CommandResult:
     """Fire one occurrence now, outside the schedule's own times (its instant is the command's processing time)."""
     if schedule is None or schedule["tenant"] != command["tenant"] or schedule["state"] not in HOLDS_SLOT:
         return _no_schedule(command, schedule, now_ms)
@@ -45,7 +45,7 @@ def trigger(timeline: Timeline, command: Record, schedule: Record | None, now_ms
     return result_record(command, "ACCEPTED", now_ms, version=schedule["version"], next_fires_ms=[now_ms])
 
 
-def backfill(timeline: Timeline, command: Record, schedule: Record | None, now_ms: int) -> Record:
+def backfill(timeline: Timeline, command: Command, schedule: ScheduleState | None, now_ms: int) -> CommandResult:
     """Replay the fires a past range would have had, through the catch-up lane and its own capacity."""
     if schedule is None or schedule["tenant"] != command["tenant"] or schedule["state"] in ("PENDING",):
         return _no_schedule(command, schedule, now_ms)
@@ -59,7 +59,7 @@ def backfill(timeline: Timeline, command: Record, schedule: Record | None, now_m
         return result_record(command, "REJECTED", now_ms, reason="INVALID_SPEC",
                              message=f"backfill: the range holds more than {MAX_BACKFILL} fires; split it")
     policy = command.get("overlap_override") or schedule["spec"]["overlap_policy"]
-    target = {**schedule, "spec": {**schedule["spec"], "overlap_policy": policy}}
+    target: ScheduleState = {**schedule, "spec": {**schedule["spec"], "overlap_policy": policy}}
     refs = []
     for fire in fires:
         at_ms = to_ms(fire.scheduled_for)
@@ -70,7 +70,7 @@ def backfill(timeline: Timeline, command: Record, schedule: Record | None, now_m
                          next_fires_ms=[ref["scheduled_for_ms"] for ref in refs])
 
 
-def _no_schedule(command: Record, schedule: Record | None, now_ms: int) -> Record:
+def _no_schedule(command: Command, schedule: ScheduleState | None, now_ms: int) -> CommandResult:
     if schedule is None or schedule["tenant"] != command["tenant"]:
         return result_record(command, "REJECTED", now_ms, reason="UNKNOWN_SCHEDULE",
                              message=f"schedule {command['schedule_id']!r} does not exist")
@@ -78,5 +78,5 @@ def _no_schedule(command: Record, schedule: Record | None, now_ms: int) -> Recor
                          message=f"schedule {command['schedule_id']!r} is {schedule['state']}")
 
 
-MANUAL: dict[str, Callable[[Timeline, Record, Record | None, int], Record]] = {
+MANUAL: dict[str, Callable[[Timeline, Command, ScheduleState | None, int], CommandResult]] = {
     "RERUN": rerun, "TRIGGER": trigger, "BACKFILL": backfill}

@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.fires import Fire, excluded_between, next_fires
+from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.jitter import available_at
 from scheduler.timing.misfire import MisfireDecision, resolve_misfire
 from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.timing.spec import ScheduleSpec
+from scheduler.wire.records import ScheduleSpec as SpecRecord
 
 MAX_FIRES_PER_PASS = 1000
 # Fires computed per step, growing: most passes (a new schedule, a wake-up) plan a fire or two before the
@@ -51,7 +52,7 @@ class Plan:
     excluded: list[ExcludedOccurrence] = field(default_factory=list)
 
 
-def plan(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, cursor_ms: int,
+def plan(spec: ScheduleSpec, spec_record: SpecRecord, schedule_id: str, version: int, cursor_ms: int,
          fired_count: int, now_ms: int, horizon_ms: int, recorded_until_ms: int | None = None) -> Plan:
     """Plan fires strictly after `cursor_ms` up to `now_ms + horizon_ms`.
 
@@ -83,7 +84,7 @@ def _add_excluded(result: Plan, spec: ScheduleSpec, schedule_id: str, version: i
             occurrence_id(schedule_id, version, fire.scheduled_for), to_ms(fire.scheduled_for)))
 
 
-def _plan_fires(spec: ScheduleSpec, spec_record: dict, schedule_id: str, version: int, cursor_ms: int,
+def _plan_fires(spec: ScheduleSpec, spec_record: SpecRecord, schedule_id: str, version: int, cursor_ms: int,
                 fired_count: int, now_ms: int, horizon_ms: int) -> Plan:
     result = Plan(fired_count=fired_count)
     window_ms = spec_record["flexible_window_ms"]

@@ -17,9 +17,11 @@ from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
-    Counter as PromCounter,
     Gauge,
     Histogram,
+)
+from prometheus_client import (
+    Counter as PromCounter,
 )
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.gc_collector import GCCollector
@@ -66,7 +68,7 @@ class WeightedHistogram:
             snapshot = {labels: list(series) for labels, series in self._series.items()}
         for labels, series in snapshot.items():
             cumulative, buckets = 0.0, []
-            for bound, n in zip((*self.bounds, float("inf")), series[:-1]):
+            for bound, n in zip((*self.bounds, float("inf")), series[:-1], strict=True):
                 cumulative += n
                 buckets.append((_bound_text(bound), cumulative))
             family.add_metric(list(labels), buckets, series[-1])

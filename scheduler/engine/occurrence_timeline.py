@@ -8,9 +8,22 @@ from collections.abc import Callable, Iterator
 from scheduler.engine import materialize, timeline_keys
 from scheduler.engine.attempts import lease_ms
 from scheduler.engine.occurrence_events import record_event, record_missed
-from scheduler.engine.task_context import Record, TaskContext
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, NO_DEADLINE, WAKE, LocalEntry
+from scheduler.engine.task_context import TaskContext
+from scheduler.engine.timeline_keys import (
+    CATCH_UP,
+    DISPATCH,
+    END,
+    NO_DEADLINE,
+    WAKE,
+    LocalEntry,
+)
 from scheduler.timing.spec_record import compile_spec
+from scheduler.wire.records import (
+    Occurrence,
+    OccurrenceEventKind,
+    ScheduleState,
+    TimelineRef,
+)
 
 RANKS_KEPT = 100_000
 PLANNED_PER_CLOCK_READ = 16  # schedules planned between two looks at the turn's planning deadline
@@ -35,16 +48,16 @@ class Timeline:
 
     # -- one occurrence --------------------------------------------------------------
 
-    def occurrence_record(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int,
-                          attempt: int, dst_rule: str | None, catch_up: bool, version: int) -> Record:
+    def occurrence_record(self, state: ScheduleState, oid: str, scheduled_for_ms: int, available_at_ms: int,
+                          attempt: int, dst_rule: str | None, catch_up: bool, version: int) -> Occurrence:
         spec = state["spec"]
         return {"occurrence_id": oid, "schedule_id": state["schedule_id"], "tenant": state["tenant"],
                 "schedule_version": version, "scheduled_for_ms": scheduled_for_ms,
                 "available_at_ms": available_at_ms, "priority": spec["priority"], "payload": spec["payload"],
                 "attempt": attempt, "dst_rule": dst_rule, "catch_up": catch_up, "lease_ms": lease_ms(state)}
 
-    def enqueue(self, state: Record, oid: str, scheduled_for_ms: int, available_at_ms: int, *, attempt: int,
-                dst_rule: str | None, catch_up: bool, version: int | None = None) -> Record:
+    def enqueue(self, state: ScheduleState, oid: str, scheduled_for_ms: int, available_at_ms: int, *, attempt: int,
+                dst_rule: str | None, catch_up: bool, version: int | None = None) -> TimelineRef:
         """Put one ready-to-send occurrence in the timeline; returns its ref for the schedule's pending list."""
         ctx = self.ctx
         spec = state["spec"]
@@ -70,14 +83,14 @@ class Timeline:
         })
         return {"due_ms": available_at_ms, "scheduled_for_ms": scheduled_for_ms, "rank": rank}
 
-    def pending_keys(self, state: Record) -> Iterator[tuple[Record, bytes]]:
+    def pending_keys(self, state: ScheduleState) -> Iterator[tuple[TimelineRef, bytes]]:
         sid = state["schedule_id"]
         for ref in state.get("pending") or []:
             key = self._key_of(sid, ref)
             if key is not None:
                 yield ref, key
 
-    def _key_of(self, schedule_id: str, ref: Record) -> bytes | None:
+    def _key_of(self, schedule_id: str, ref: TimelineRef) -> bytes | None:
         """The timeline key of a pending ref, in whichever lane it is; None once it is gone. A key below its
         lane's floor in the store is gone without a read (a dispatched entry, the common case); the floor says
         nothing of this turn's own writes, which are looked at first."""
@@ -91,7 +104,7 @@ class Timeline:
                 return key
         return None
 
-    def _kept_refs(self, state: Record, now_ms: int) -> list[Record]:
+    def _kept_refs(self, state: ScheduleState, now_ms: int) -> list[TimelineRef]:
         """The pending refs worth keeping in the state. Only an entry already due can have left the timeline
         (dispatched, or deleted after a stage sent it; a change rewrites the list): a ref due later is kept
         unread. A ref kept too long costs nothing but its bytes, since every reader of the list
@@ -100,7 +113,7 @@ class Timeline:
         return [ref for ref in state.get("pending") or []
                 if ref["due_ms"] > now_ms or self._key_of(sid, ref) is not None]
 
-    def drop_pending(self, state: Record, kind: str, now_ms: int) -> None:
+    def drop_pending(self, state: ScheduleState, kind: OccurrenceEventKind, now_ms: int) -> None:
         """The change wins over the old version's occurrences not yet sent, even those already due (their
         partition was behind or failing over): each is reported, saying which it was."""
         txn = self.ctx.txn
@@ -110,7 +123,7 @@ class Timeline:
             overdue_ms = now_ms - ref["due_ms"]
             if overdue_ms >= 0:
                 # SKIPPED_PAUSED is for fires due while paused; this one was due before the pause.
-                reported = "INVALIDATED" if kind == "SKIPPED_PAUSED" else kind
+                reported: OccurrenceEventKind = "INVALIDATED" if kind == "SKIPPED_PAUSED" else kind
                 reason = (f"version {state['version']} superseded; due {overdue_ms} ms before the change was "
                           "accepted, not yet dispatched")
             else:
@@ -120,7 +133,8 @@ class Timeline:
 
     # -- planning ------------------------------------------------------------------------
 
-    def materialize(self, state: Record, cursor_ms: int, now_ms: int, recorded_until_ms: int | None = None) -> Record:
+    def materialize(self, state: ScheduleState, cursor_ms: int, now_ms: int,
+                    recorded_until_ms: int | None = None) -> ScheduleState:
         spec = compile_spec(state["spec"])
         planned = materialize.plan(spec, state["spec"], state["schedule_id"], state["version"], cursor_ms,
                                    state["fired_count"], now_ms, self.horizon_ms, recorded_until_ms)
@@ -157,7 +171,8 @@ class Timeline:
         self.ctx.drop_wake(state)
         cursor_ms = min(ref["scheduled_for_ms"] for ref, _ in pending) - 1
         # The earlier pass recorded EXDATE'd fires up to where it stopped: not again.
-        recorded_until_ms = (state["next_fire_ms"] - 1 if state.get("next_fire_ms") is not None
+        next_fire_ms = state.get("next_fire_ms")
+        recorded_until_ms = (next_fire_ms - 1 if next_fire_ms is not None
                              else max(ref["scheduled_for_ms"] for ref, _ in pending))
         state = {**state, "pending": [], "fired_count": state["fired_count"] - len(pending)}
         self.materialize(state, cursor_ms, now_ms, recorded_until_ms)
@@ -184,7 +199,7 @@ class Timeline:
 
     def _wakes_due(self, lane: bytes, until_ms: int, budget: int) -> list[bytes]:
         bound = timeline_keys.lane_bound(lane, until_ms)
-        due = []
+        due: list[bytes] = []
         for key in self.ctx.store.keys_from("timeline", self._floor(lane), bound):
             if len(due) >= budget:
                 break
@@ -192,13 +207,13 @@ class Timeline:
                 due.append(key)
         return due
 
-    def _complete_if_done(self, state: Record, now_ms: int) -> None:
+    def _complete_if_done(self, state: ScheduleState, now_ms: int) -> None:
         """No fire left: once the last pending occurrence is gone the schedule is COMPLETED and frees its slot."""
         pending = [ref for ref, _ in self.pending_keys(state)]
         if pending:
             self.ctx.save({**state, "pending": pending, "updated_at_ms": now_ms})
             return
-        done = {**state, "state": "COMPLETED", "pending": [], "updated_at_ms": now_ms}
+        done: ScheduleState = {**state, "state": "COMPLETED", "pending": [], "updated_at_ms": now_ms}
         self.ctx.save(done)
         self.ctx.admission(done, "RELEASE", now_ms)
         self.ctx.publish(done)

@@ -19,7 +19,7 @@ def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTa
     produce = producer.raw.produce  # the hot path: no callback per record, a failed one fails the commit
     for task in tasks:
         for topic, key, value, partition in task.ctx.outbox:
-            if partition is None and held:
+            if partition is None and held and key is not None:
                 layout = held.get(topic)
                 if layout is not None:
                     partition = layout.reroute(partition_for(key, layout.partitions))
@@ -46,7 +46,7 @@ def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTa
     return offsets
 
 
-def _wake_header(wakes: dict[bytes, bytes], key: bytes) -> list[tuple[str, bytes]] | None:
+def _wake_header(wakes: dict[bytes, bytes], key: bytes) -> list[tuple[str, str | bytes | None]] | None:
     """A schedule record names its wake-up, so restore needs not decode it (scheduler/engine/restore.py)."""
     wake = wakes.get(key)
     return None if wake is None else [(WAKE_HEADER, wake)]

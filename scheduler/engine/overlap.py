@@ -7,9 +7,10 @@ occurrences of one schedule can never both see "nothing running".
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from scheduler.wire import vocabulary
+from scheduler.wire.records import RunningRef
 
 T = TypeVar("T")
 
@@ -23,7 +24,7 @@ class Admission(Generic[T]):
     skip: list[T] = field(default_factory=list)   # recorded SKIPPED_OVERLAP
 
 
-def live_running(running: list[dict[str, Any]], run_timeout_ms: int, now_ms: int) -> list[dict[str, Any]]:
+def live_running(running: list[RunningRef], run_timeout_ms: int, now_ms: int) -> list[RunningRef]:
     """Occurrences silent for longer than the run timeout are lost: they no longer block the schedule."""
     return [r for r in running if r["since_ms"] + run_timeout_ms > now_ms]
 

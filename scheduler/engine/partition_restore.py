@@ -20,13 +20,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import KafkaError, Message, TopicPartition
 
 from scheduler.engine import timeline_keys
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.timeline_keys import NO_DEADLINE, WAKE_HEADER, LocalEntry
+from scheduler.wire.codec import RecordCodec
+from scheduler.wire.records import TimelineEntry
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class PartitionRestore:
     records a shared reader hands it (scheduler/engine/restore.py); the reader's `drop` at any point leaves the
     store consistent with its checkpoints (the caller closes the store)."""
 
-    def __init__(self, store: PartitionStore, changelogs: dict[str, str], partition: int, codec: Any,
+    def __init__(self, store: PartitionStore, changelogs: dict[str, str], partition: int, codec: RecordCodec,
                  bounds: Bounds, timeout_s: float = 120.0, on_wait: WaitReport | None = None) -> None:
         self.store, self.partition, self.codec, self.timeout_s = store, partition, codec, timeout_s
         self.stores = {topic: name for name, topic in changelogs.items()}
@@ -124,18 +125,20 @@ class PartitionRestore:
                     if msg.error() is not None:
                         events += self._eof(topic, msg)
                         continue
-                    value = msg.value()
+                    key, value = msg.key(), msg.value()
+                    if key is None:
+                        raise RuntimeError(f"restoring {topic}[{self.partition}]: a record without a key")
                     if value is None:
-                        delete(msg.key(), schedules_h)
+                        delete(key, schedules_h)
                         continue
-                    put(msg.key(), value, schedules_h)
+                    put(key, value, schedules_h)
                     # The wake-up of the key's value before is left in place: one that no longer matches its
                     # schedule is dropped when it falls due (SchedulerTask.materialize_due), and looking every key
                     # up first would double the restore's work.
-                    headers = msg.headers()
-                    wake = (headers[0][1] if headers and headers[0][0] == WAKE_HEADER else
-                            timeline_keys.wake_key(codec.decode("ScheduleState", value)))
-                    if wake:
+                    headers = msg.headers()  # a list of pairs from a consumer (header_wake, inlined)
+                    wake = (headers[0][1] if isinstance(headers, list) and headers and headers[0][0] == WAKE_HEADER
+                            else timeline_keys.wake_key(codec.decode("ScheduleState", value)))
+                    if wake and isinstance(wake, bytes):  # a consumer's header values are bytes
                         put(wake, b"", timeline_h)
             else:
                 target = timeline_h if name == "timeline" else handle(name)
@@ -143,11 +146,13 @@ class PartitionRestore:
                     if msg.error() is not None:
                         events += self._eof(topic, msg)
                         continue
-                    value = msg.value()
+                    key, value = msg.key(), msg.value()
+                    if key is None:
+                        raise RuntimeError(f"restoring {topic}[{self.partition}]: a record without a key")
                     if value is None:
-                        delete(msg.key(), target)
+                        delete(key, target)
                     else:
-                        put(msg.key(), local_entry(value, codec) if target is timeline_h else value, target)
+                        put(key, local_entry(value, codec) if target is timeline_h else value, target)
             self.applied[name] += len(run) - events
             self._unclaimed += len(run) - events
         batch.commit()
@@ -156,11 +161,11 @@ class PartitionRestore:
 
     def _eof(self, topic: str, msg: Message) -> int:
         """The reader reached the end it is shown (an error other than that fails the restore); returns 1."""
-        error = msg.error()
-        if error.code() != KafkaError._PARTITION_EOF:
+        error, offset = msg.error(), msg.offset()
+        if error is None or error.code() != KafkaError._PARTITION_EOF or offset is None:
             raise RuntimeError(f"restoring {topic}[{self.partition}]: {error}")
-        self.positions[topic] = max(self.positions[topic], msg.offset())
-        self._stable_end[topic] = msg.offset()
+        self.positions[topic] = max(self.positions[topic], offset)
+        self._stable_end[topic] = offset
         return 1
 
     def checkpoint(self) -> None:
@@ -174,26 +179,37 @@ class PartitionRestore:
                  ", ".join(f"{n} {name}" for name, n in self.applied.items()), time.monotonic() - self.started)
 
 
-def schedule_wake(msg: Message, codec: Any) -> bytes:
+def header_wake(headers: object) -> bytes | None:
+    """The wake-up key a schedules changelog record's header names (b"": none); None for a record written
+    before the header existed. A consumer hands headers as a list of (name, value) pairs."""
+    if isinstance(headers, list) and headers and headers[0][0] == WAKE_HEADER:
+        wake = headers[0][1]
+        return wake if isinstance(wake, bytes) else b""
+    return None
+
+
+def schedule_wake(msg: Message, codec: RecordCodec) -> bytes:
     """The wake-up key a schedules changelog record names (b"": none): from its header, or, for a record
     written before the header existed, from its decoded value."""
-    headers = msg.headers()
-    if headers and headers[0][0] == WAKE_HEADER:
-        return headers[0][1] or b""
-    return timeline_keys.wake_key(codec.decode("ScheduleState", msg.value())) or b""
+    wake = header_wake(msg.headers())
+    if wake is not None:
+        return wake
+    return timeline_keys.wake_key(codec.decode("ScheduleState", msg.value() or b"")) or b""
 
 
-def local_entry(value: bytes, codec: Any) -> bytes:
+def local_entry(value: bytes, codec: RecordCodec) -> bytes:
     """A timeline changelog record (wire form) as the packed entry the local timeline stores."""
-    entry = codec.decode("TimelineEntry", value)
+    entry: TimelineEntry = codec.decode("TimelineEntry", value)
     deadline = entry["deadline_ms"] if entry["deadline_ms"] is not None else NO_DEADLINE
     return LocalEntry(entry["tenant"], entry["schedule_id"], entry["topic"], entry["occurrence_id"],
                       entry["occurrence"], deadline, entry["overlap_policy"]).pack()
 
 
-def record_writes(name: str, msg: Message, codec: Any) -> Changes:
+def record_writes(name: str, msg: Message, codec: RecordCodec) -> Changes:
     """What one record of store `name`'s changelog writes, record by record (the standbys tail with it)."""
     key, value = msg.key(), msg.value()
+    if key is None:
+        raise ValueError(f"a {name} changelog record without a key")
     if name == "schedules":
         wake = schedule_wake(msg, codec) if value is not None else b""
         return {"schedules": {key: value}, "timeline": {wake: b""} if wake else {}}

@@ -111,7 +111,7 @@ class PreviousOwners:
 
 def _abort_open_turn(common: dict[str, Any], transactional_id: str) -> None:
     """The coordinator answers CONCURRENT_TRANSACTIONS until the abort is written: retry soon, not at 100 ms+."""
-    producer = settled(Producer({**common, **DURABLE_PRODUCER, "transactional.id": transactional_id, "retry.backoff.ms": 10,
-                                 "retry.backoff.max.ms": 50}), TIMEOUT_S)
+    producer = settled(Producer({**common, **DURABLE_PRODUCER, "transactional.id": transactional_id,
+                                 "retry.backoff.ms": 10, "retry.backoff.max.ms": 50}), TIMEOUT_S)
     producer.init_transactions(TIMEOUT_S)
     producer.flush(0)

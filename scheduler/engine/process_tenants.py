@@ -2,6 +2,7 @@
 process's defaults), the rate limits that apply them, and which tenants' topics exist already."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.engine.config import EngineConfig
@@ -9,6 +10,7 @@ from scheduler.engine.fairness import RateLimits
 from scheduler.engine.task_context import TenantPolicy
 from scheduler.kafka.admin import ensure_tenants_topics
 from scheduler.kafka.views import TenantView
+from scheduler.wire.codec import RecordCodec
 from scheduler.wire.topology import Topology
 
 TENANT_CATCH_UP_S = 5.0  # longest wait for the tenants view before a command of an unknown tenant is refused
@@ -34,7 +36,7 @@ class ProcessTenants:
                                        burst_seconds=60)
         self._topic_names: dict[tuple[str, str, str | None], str] = {}
 
-    def follow(self, codec: Any, existing_topics: set[str]) -> None:
+    def follow(self, codec: RecordCodec, existing_topics: set[str]) -> None:
         config = self.config
         self.view = TenantView(config.bootstrap_servers, config.prefix, codec, config.client_config)
         marker = f"{config.prefix}.occurrences."
@@ -59,7 +61,7 @@ class ProcessTenants:
             self.known.update(missing)
 
     def quota(self, tenant: str, name: str) -> Any:
-        found = self.view.get(tenant) if self.view is not None else None
+        found: Mapping[str, Any] | None = self.view.get(tenant) if self.view is not None else None
         return found[name] if found is not None else self.defaults[name]
 
     def registered(self, tenant: str) -> bool:

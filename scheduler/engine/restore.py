@@ -16,12 +16,25 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from scheduler.engine.partition_restore import Bounds, PartitionRestore, RestoreStalled, WaitReport
+from scheduler.engine.partition_restore import (
+    Bounds,
+    PartitionRestore,
+    RestoreStalled,
+    WaitReport,
+)
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.kafka.clients import settled
+from scheduler.wire.codec import RecordCodec
 
 __all__ = ["RestoreReader", "RestoreStalled", "restore_partition"]
 
@@ -38,7 +51,7 @@ FETCH_CONF = {"fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 
 class RestoreReader:
     """The restores under way in this process, over one consumer; each partition finishes on its own."""
 
-    def __init__(self, consumer_conf: dict[str, Any], changelogs: dict[str, str], codec: Any,
+    def __init__(self, consumer_conf: dict[str, Any], changelogs: dict[str, str], codec: RecordCodec,
                  timeout_s: float = 120.0, on_wait: WaitReport | None = None) -> None:
         self.conf, self.changelogs, self.codec, self.timeout_s, self.on_wait = (consumer_conf, changelogs, codec,
                                                                                 timeout_s, on_wait)
@@ -102,10 +115,11 @@ class RestoreReader:
                     reached.setdefault(tp.partition, {})[tp.topic] = tp.offset
             # A fetch's records come in runs of one changelog partition: grouped by C-level accessors, not a
             # Python call per record.
+            # A consumed record always has its partition and topic; the stub types the accessors for any Message.
             runs: dict[int, list[tuple[str, list[Message]]]] = {}
             for partition, records in itertools.groupby(messages, key=Message.partition):
-                runs.setdefault(partition, []).extend(
-                    (topic, list(run)) for topic, run in itertools.groupby(records, key=Message.topic))
+                runs.setdefault(partition, []).extend(  # type: ignore[arg-type]
+                    (topic, list(run)) for topic, run in itertools.groupby(records, key=Message.topic))  # type: ignore[misc]
             for partition, restore in list(self.restores.items()):
                 restore.advance(runs.get(partition, []), reached.get(partition, {}), waited)
             finished += self._finished()
@@ -133,7 +147,7 @@ class RestoreReader:
 
 
 def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], changelogs: dict[str, str],
-                      partition: int, codec: Any, timeout_s: float = 120.0,
+                      partition: int, codec: RecordCodec, timeout_s: float = 120.0,
                       on_wait: WaitReport | None = None) -> dict[str, int]:
     """Catch one partition's stores up with its changelogs in one go; returns the records applied per store."""
     reader = RestoreReader(consumer_conf, changelogs, codec, timeout_s=timeout_s, on_wait=on_wait)
@@ -162,7 +176,8 @@ def log_bounds(admin: AdminClient, topics: list[str], partitions: list[int], tim
             found = {p: {topic: [0, 0] for topic in topics} for p in partitions}
             requests = [admin.list_offsets({TopicPartition(t, p): spec for t in topics for p in partitions},
                                            isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=10)
-                        for spec in (OffsetSpec.earliest(), OffsetSpec.latest())]
+                        # confluent_kafka's stub leaves OffsetSpec's factories unannotated.
+                        for spec in (OffsetSpec.earliest(), OffsetSpec.latest())]  # type: ignore[no-untyped-call]
             for index, futures in enumerate(requests):
                 for tp, future in futures.items():
                     found[tp.partition][tp.topic][index] = future.result().offset

@@ -58,7 +58,7 @@ def share_out(quota: int, held: Mapping[int, int], wanted: Mapping[int, int], as
     free = -excess
     waiting = sorted((want, partition) for partition, want in wanted.items() if want > 0)
     given: dict[int, int] = {}
-    for left, (want, partition) in zip(range(len(waiting), 0, -1), waiting):
+    for left, (want, partition) in zip(range(len(waiting), 0, -1), waiting, strict=True):
         give = min(want, -(-free // left))
         if give > 0:
             given[partition] = give

@@ -18,25 +18,30 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from scheduler.kafka.admin import ensure_topics
-from scheduler.wire.codec import Codec
 from scheduler.engine import dispatch_lane
 from scheduler.engine.admission_handler import Admissions
 from scheduler.engine.assignment import Assignment
+from scheduler.engine.config import (
+    EngineConfig,
+    consumer_conf,
+    producer_conf,
+    task_topics,
+)
+from scheduler.engine.metrics import EngineMetrics, PartitionReading
+from scheduler.engine.occurrence_timeline import planning_lead_ms
+from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.previous_owner import PreviousOwners, owner_tag
-from scheduler.engine.restore import RestoreReader
-from scheduler.engine.config import EngineConfig, consumer_conf, producer_conf, task_topics
 from scheduler.engine.process_tenants import ProcessTenants
+from scheduler.engine.restore import RestoreReader
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE
+from scheduler.kafka.admin import ensure_topics
 from scheduler.kafka.clients import connection, settled
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.engine.metrics import EngineMetrics, PartitionReading
-from scheduler.engine.occurrence_timeline import planning_lead_ms
+from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import partition_for
 from scheduler.wire.topology import Topology
 
@@ -64,7 +69,7 @@ class SchedulerProcess:
         self._turn_began_ms = 0  # when the last turn with work began (the turn interval counts from it)
         common = connection(config.bootstrap_servers, config.client_config)
         self._common = common
-        self._admin = AdminClient(common)  # the fencing of dead previous owners
+        self._admin = AdminClient({**common})  # the fencing of dead previous owners
         self.tenants = ProcessTenants(config, self.topology, common)
         self.trigger_limits = self.tenants.trigger_limits
         self.catch_up_limits = self.tenants.catch_up_limits
@@ -175,7 +180,8 @@ class SchedulerProcess:
         self._committed(changelog_offsets, commit_seconds)
         phases.append(time.perf_counter())
         if phases[-1] - phases[0] > SLOW_TURN_S:
-            spent = ", ".join(f"{name} {b - a:.2f}s" for name, a, b in zip(TURN_PHASES, phases, phases[1:]))
+            spent = ", ".join(f"{name} {b - a:.2f}s"
+                              for name, a, b in zip(TURN_PHASES, phases, phases[1:], strict=False))
             log.info("slow turn (%d inputs): %s", len(inputs), spent)
         self._read_partitions()
 
@@ -306,7 +312,7 @@ class SchedulerProcess:
                 if due is not None and (soonest is None or due < soonest):
                     soonest = due
         wait_ms = self.config.idle_poll_ms if soonest is None else min(self.config.idle_poll_ms, soonest - now_ms)
-        if not self.stages.open:
+        if not self.stages.under_way:
             wait_ms = max(wait_ms, self._turn_began_ms + self.config.turn_interval_ms - now_ms)
         return max(0.0, wait_ms / 1000.0)
 

@@ -46,7 +46,7 @@ class TopicLayout:
         n, k = len(values), len(self.staged)
         bounds = [n * i // k for i in range(k + 1)]
         return [(partition, values[a:b], keys[a:b])
-                for partition, a, b in zip(self.staged, bounds, bounds[1:]) if b > a]
+                for partition, a, b in zip(self.staged, bounds, bounds[1:], strict=False) if b > a]
 
 
 def writable(topic_partitions: int, schedule_partitions: int, owned: Iterable[int]) -> tuple[int, ...] | None:

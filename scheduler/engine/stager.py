@@ -16,11 +16,11 @@ from scheduler.engine import stage_layout, stage_records, staging
 from scheduler.engine.burst_count import BurstCounter
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
+from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.engine.metrics import EngineMetrics
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class StageRunner:
         return not stage.complete or (stage.producing and stage.produce_s is None)
 
     @property
-    def open(self) -> bool:
+    def under_way(self) -> bool:
         """A stage is under way (from its lead to its commit): its instant and its produce window are timed
         to the turn, so the loop keeps no turn interval meanwhile."""
         return self.stage is not None
@@ -129,7 +129,7 @@ class StageRunner:
         """Before newly assigned partitions are restored: the stage producers named after them, so that a stage
         the previous owner left open is aborted now, whatever that owner's instance id."""
         with ThreadPoolExecutor(max_workers=max(1, len(partitions))) as pool:
-            self.stagers.update(zip(partitions, pool.map(self._new_stager, partitions)))
+            self.stagers.update(zip(partitions, pool.map(self._new_stager, partitions), strict=True))
 
     def _begin(self, due_ms: int, now_ms: int) -> Stage:
         """A stage in memory only: no transaction until its produce window."""

@@ -19,13 +19,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient
 
-from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.partition_restore import record_writes
-from scheduler.engine.standby_placement import standby_partitions
 from scheduler.engine.metrics import EngineMetrics
+from scheduler.engine.partition_restore import record_writes
+from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.standby_placement import standby_partitions
+from scheduler.wire.codec import RecordCodec
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +57,7 @@ class _Warm:
 
 class Standbys:
     def __init__(self, state_root: Path, common: dict[str, Any], changelogs: dict[str, str], group: str,
-                 commands_topic: str, partitions: int, codec: Any, replicas: int,
+                 commands_topic: str, partitions: int, codec: RecordCodec, replicas: int,
                  member_id: Callable[[], str | None], metrics: EngineMetrics) -> None:
         self.state_root = state_root
         self.changelogs = changelogs

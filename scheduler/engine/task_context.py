@@ -8,19 +8,30 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from scheduler.engine import timeline_keys
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.wire.codec import Codec, DecodeError
+from scheduler.wire.records import (
+    AdmissionKind,
+    CommandResult,
+    OccurrenceStatus,
+    ScheduleState,
+)
 
 log = logging.getLogger(__name__)
 
-Record = dict[str, Any]
 Output = tuple[str, bytes | None, bytes | None, int | None]  # topic, key, value, partition
 MAX_PENDING_REMEMBERED = 100_000  # about a window of bulk creates waiting for their tenant's answer
+
+
+class ScheduleKey(TypedDict):
+    """What names a schedule's quota slot: any ScheduleState, or just these two fields."""
+    tenant: str
+    schedule_id: str
 
 
 @dataclass(frozen=True)
@@ -54,7 +65,7 @@ class TaskContext:
         self.tenants = tenants
         # PENDING states as saved, by key: the admission answer reads each back a turn later, and the bytes
         # still in the store prove the record is the one decoding them would give (kept across turns).
-        self._pending_states: dict[bytes, tuple[bytes, Record]] = {}
+        self._pending_states: dict[bytes, tuple[bytes, ScheduleState]] = {}
         self._state_fields = {field["name"] for field in codec.schema("ScheduleState").schema["fields"]}
         self.reset()
 
@@ -68,22 +79,24 @@ class TaskContext:
         self.event_counts: Counter[str] = Counter()  # occurrences not sent, per event kind (for metrics)
         self.dead_letters: Counter[str] = Counter()  # per tenant
         self.reservations: dict[str, list[str]] = {}  # tenant -> new schedules waiting for a slot, in command order
-        self._last_saved: tuple[Record | None, bytes] = (None, b"")  # the state `save` encoded last, for `publish`
+        # The state `save` encoded last, with its bytes, for `publish`.
+        self._last_saved: tuple[ScheduleState | None, bytes] = (None, b"")
 
     # -- out --------------------------------------------------------------------------
 
-    def emit(self, topic: str, schema: str, key: bytes | None, record: Record, partition: int | None = None) -> None:
+    def emit(self, topic: str, schema: str, key: bytes | None, record: Mapping[str, Any],
+             partition: int | None = None) -> None:
         self.outbox.append((topic, key, self.codec.encode(schema, record), partition))
 
-    def emit_to_tenant(self, topic_key: str, tenant: str, schema: str, key: bytes, record: Record) -> None:
+    def emit_to_tenant(self, topic_key: str, tenant: str, schema: str, key: bytes, record: Mapping[str, Any]) -> None:
         """To one of the tenant's own topics, which the runtime makes sure exist before the turn produces."""
         self.tenants_used.add(tenant)
         self.emit(self.tenants.topic(topic_key, tenant, None), schema, key, record)
 
-    def result(self, key: bytes | None, result: Record) -> None:
+    def result(self, key: bytes | None, result: CommandResult) -> None:
         self.emit(self.topics.command_results, "CommandResult", key, result, self.partition)
 
-    def publish(self, state: Record) -> None:
+    def publish(self, state: ScheduleState) -> None:
         """The tenant's own view of its schedules, which its workers follow (the bytes `save` just stored,
         when it stored this very state: a create or a change would otherwise encode it twice)."""
         saved, value = self._last_saved
@@ -94,18 +107,18 @@ class TaskContext:
         self.outbox.append((self.tenants.topic("schedule-view", state["tenant"], None), state["schedule_id"].encode(),
                             value, None))
 
-    def reserve(self, state: Record) -> None:
+    def reserve(self, state: ScheduleState) -> None:
         """Ask for a slot for a new schedule: the turn's asks of one tenant go out as one request at its end
         (`Admissions.send_reservations`), so a bulk load costs one round trip per tenant and turn, not per create."""
         self.reservations.setdefault(state["tenant"], []).append(state["schedule_id"])
 
-    def admission(self, state: Record, kind: str, now_ms: int) -> None:
+    def admission(self, state: ScheduleKey, kind: AdmissionKind, now_ms: int) -> None:
         """Release (or reserve) one of the tenant's active-schedule slots (counted by the tenant's partition)."""
         self.emit(self.topics.admissions, "AdmissionRequest", state["tenant"].encode(), {
             "tenant": state["tenant"], "schedule_id": state["schedule_id"], "kind": kind, "requested_at_ms": now_ms})
 
     def decode_input(self, schema: str, topic: str, key: bytes | None, value: bytes | None, offset: int,
-                     now_ms: int) -> Record | None:
+                     now_ms: int) -> Any:
         """An input record that cannot be decoded is reported with its position, and processing goes on."""
         try:
             return self.codec.decode(schema, value or b"")
@@ -122,7 +135,7 @@ class TaskContext:
 
     # -- state --------------------------------------------------------------------------
 
-    def schedule(self, schedule_id: str) -> Record | None:
+    def schedule(self, schedule_id: str) -> ScheduleState | None:
         key = schedule_id.encode()
         raw = self.txn.get("schedules", key)
         if not raw:
@@ -130,9 +143,10 @@ class TaskContext:
         remembered = self._pending_states.pop(key, None)
         if remembered is not None and remembered[0] == raw:
             return remembered[1]
-        return self.codec.decode("ScheduleState", raw)
+        state: ScheduleState = self.codec.decode("ScheduleState", raw)
+        return state
 
-    def save(self, state: Record) -> None:
+    def save(self, state: ScheduleState) -> None:
         """Store the schedule and put its wake-up where `wake_key` says; a wake-up left behind by an
         earlier state no longer matches the schedule and is dropped when it falls due."""
         wake = timeline_keys.wake_key(state)
@@ -148,14 +162,14 @@ class TaskContext:
             self._pending_states[key] = (value, state)
         self.schedule_wakes[key] = wake or b""
 
-    def drop_wake(self, state: Record) -> None:
+    def drop_wake(self, state: ScheduleState) -> None:
         wake = timeline_keys.wake_key(state)
         if wake is not None:
             self.txn.delete("timeline", wake)
 
-    def status(self, occurrence_id: str) -> Record | None:
+    def status(self, occurrence_id: str) -> OccurrenceStatus | None:
         raw = self.txn.get("occurrences", occurrence_id.encode())
         return self.codec.decode("OccurrenceStatus", raw) if raw else None
 
-    def put_status(self, status: Record) -> None:
+    def put_status(self, status: OccurrenceStatus) -> None:
         self.txn.put("occurrences", status["occurrence_id"].encode(), self.codec.encode("OccurrenceStatus", status))

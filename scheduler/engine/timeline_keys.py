@@ -24,6 +24,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from scheduler.wire.records import ScheduleState
+
 DISPATCH = b"D"
 CATCH_UP = b"C"
 WAKE = b"W"
@@ -45,7 +47,7 @@ def occurrence_key(lane: bytes, due_ms: int, schedule_id: str, scheduled_for_ms:
     return lane + _MS.pack(due_ms) + _RANK.pack(rank) + schedule_id.encode() + b"\x00" + _MS.pack(scheduled_for_ms)
 
 
-def wake_key(state: dict) -> bytes | None:
+def wake_key(state: ScheduleState) -> bytes | None:
     """Where an ACTIVE schedule next needs its task: a wake-up at its next fire, or, with no fire left,
     an end check a grace period after its last pending occurrence falls due (it then completes and frees its
     quota slot). Derived from the schedule alone, so restore rebuilds it."""
@@ -73,11 +75,13 @@ def lane_of(key: bytes) -> bytes:
 
 
 def due_ms_of(key: bytes) -> int:
-    return _MS.unpack_from(key, 1)[0]
+    due_ms: int = _MS.unpack_from(key, 1)[0]
+    return due_ms
 
 
 def scheduled_for_ms_of(key: bytes) -> int:
-    return _MS.unpack_from(key, len(key) - 8)[0]
+    scheduled_for_ms: int = _MS.unpack_from(key, len(key) - 8)[0]
+    return scheduled_for_ms
 
 
 def wake_schedule_id(key: bytes) -> str:
@@ -115,7 +119,7 @@ class LocalEntry:
         return _MS.unpack_from(data, 0)[0], OVERLAP_NAMES[data[8]], data[11 : 11 + n].decode()
 
     @classmethod
-    def unpack(cls, data: bytes) -> "LocalEntry":
+    def unpack(cls, data: bytes) -> LocalEntry:
         (deadline_ms,) = _MS.unpack_from(data, 0)
         overlap = OVERLAP_NAMES[data[8]]
         fields: list[str] = []

@@ -68,9 +68,9 @@ def expected_config(topic: RenderedTopic, replication_factor: int) -> dict[str, 
 def admin_client(admin_conf_or_bootstrap: str | Mapping[str, str]) -> AdminClient:
     """An admin client; librdkafka's info-level chatter (e.g. purged queues on close) stays out of CLI output."""
     if isinstance(admin_conf_or_bootstrap, str):
-        conf: dict[str, object] = {"bootstrap.servers": admin_conf_or_bootstrap}
+        conf: dict[str, str | int | float | bool] = {"bootstrap.servers": admin_conf_or_bootstrap}
     else:
-        conf = dict(admin_conf_or_bootstrap)
+        conf = {**admin_conf_or_bootstrap}
     conf.setdefault("log_level", 5)
     return AdminClient(conf)
 

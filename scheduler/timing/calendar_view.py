@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import calendar
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
 
 from scheduler.timing.fires import Fire
-from scheduler.timing.instants import EPOCH, format_offset
+from scheduler.timing.instants import EPOCH, format_offset, utc_offset
 from scheduler.timing.zones import load_zone, year_start, zone_rules
 
 WEEK_HEADER = " ".join(f"{name[:2]}  " for name in calendar.day_abbr).rstrip()
@@ -68,7 +69,7 @@ def _grid(year: int, month: int, fire_days: set[int], change_days: set[int], exc
     return lines
 
 
-def render(fires: list[Fire], zone_name: str, start: datetime | None, excluded: list[Fire] = ()) -> list[str]:
+def render(fires: list[Fire], zone_name: str, start: datetime | None, excluded: Sequence[Fire] = ()) -> list[str]:
     """The calendar's lines; `start` picks the month shown when there is no fire."""
     zone = load_zone(zone_name)
     skipped = {f.scheduled_for.astimezone(zone).date() for f in excluded}
@@ -76,7 +77,7 @@ def render(fires: list[Fire], zone_name: str, start: datetime | None, excluded: 
     by_day: dict[date, list[str]] = defaultdict(list)
     for local, rule in local_fires:
         note = f" ({rule})" if rule else ""
-        by_day[local.date()].append(f"{local:%H:%M:%S} UTC{format_offset(local.utcoffset())}{note}")
+        by_day[local.date()].append(f"{local:%H:%M:%S} UTC{format_offset(utc_offset(local))}{note}")
     lines = [f"time zone {zone_name}; * = fires that day, ! = UTC offset changes that day, x = EXDATE"]
     if local_fires:
         first, last = local_fires[0][0].date(), local_fires[-1][0].date()

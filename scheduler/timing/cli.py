@@ -16,19 +16,19 @@ import sys
 from datetime import datetime
 
 from scheduler.timing import calendar_view
+from scheduler.timing.cli_values import parse_instant_ms
 from scheduler.timing.cron import MONTH_END_OPTIONS
 from scheduler.timing.dst import GAP_OPTIONS, OVERLAP_OPTIONS
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import Fire, excluded_between, next_fires, require_fire
-from scheduler.timing.cli_values import parse_instant_ms
-from scheduler.timing.instants import UTC, format_offset, format_utc, to_datetime
-from scheduler.timing.zones import load_zone
+from scheduler.timing.instants import UTC, format_offset, format_utc, to_datetime, utc_offset
 from scheduler.timing.spec import parse_spec
+from scheduler.timing.zones import load_zone
 
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = subparsers.add_parser("preview", help="print the next fire instants of a schedule", description=__doc__)
     kind = parser.add_mutually_exclusive_group(required=True)
     kind.add_argument("--cron", help='five-field cron expression or macro, e.g. "30 2 * * *"')
@@ -68,7 +68,7 @@ def _json_line(fire: Fire, time_zone: str) -> str:
         {
             "scheduled_for": format_utc(fire.scheduled_for),
             "local": local.replace(tzinfo=None).isoformat(timespec="seconds"),
-            "utc_offset": format_offset(local.utcoffset()),
+            "utc_offset": format_offset(utc_offset(local)),
             "time_zone": time_zone,
             "dst_rule": fire.dst_rule,
         }

@@ -22,7 +22,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scheduler.timing.errors import SpecError
-from scheduler.timing.instants import UTC, format_offset, parse_datetime_text, to_ms
+from scheduler.timing.instants import UTC, format_offset, parse_datetime_text, to_ms, utc_offset
 from scheduler.timing.zones import load_zone
 
 MS_PER_UNIT: dict[str, int] = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -88,7 +88,7 @@ def resolve_local(wall: datetime, zone_name: str, text: str | None = None) -> in
         zone = load_zone(zone_name)
     except SpecError as exc:
         raise ValueError(f"{shown}: {exc.message}") from exc
-    readings = []
+    readings: list[datetime] = []
     for fold in (0, 1):
         aware = wall.replace(tzinfo=zone, fold=fold)
         back = aware.astimezone(UTC).astimezone(zone).replace(tzinfo=None)
@@ -97,7 +97,7 @@ def resolve_local(wall: datetime, zone_name: str, text: str | None = None) -> in
     if not readings:
         raise ValueError(f"{shown} does not exist in {zone_name} (the clocks skip it, DST gap): give an offset or Z")
     if len(readings) > 1:
-        both = " or ".join(wall.isoformat() + format_offset(r.utcoffset()) for r in readings)
+        both = " or ".join(wall.isoformat() + format_offset(utc_offset(r)) for r in readings)
         raise ValueError(f"{shown} happens twice in {zone_name} (DST overlap): give an offset, {both}")
     return to_ms(readings[0])
 

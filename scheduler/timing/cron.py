@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from croniter import croniter
 
@@ -118,7 +120,7 @@ class CronExpression:
     day_rule: DayRule
     times_of_day: tuple[int, ...]  # seconds after local midnight, ascending
 
-    def days_from(self, year: int, month: int, day: int, last_year: int):
+    def days_from(self, year: int, month: int, day: int, last_year: int) -> Iterator[tuple[int, int, int]]:
         """Matching (year, month, day) from the given date on, ascending, up to `last_year`."""
         while year <= last_year:
             for m in self.months:
@@ -167,7 +169,7 @@ def _plain_item(item: str, index: int) -> set[int]:
     return {0 if v == 7 else v for v in values} if index == 4 else values
 
 
-def _day_of_week_item(item: str, rule: dict) -> None:
+def _day_of_week_item(item: str, rule: dict[str, Any]) -> None:
     nth = re.match(r"^([0-9A-Z]+)#([0-9]+)$", item)
     last = re.match(r"^L([0-9A-Z]+)$", item) or re.match(r"^([0-9A-Z]+)L$", item)
     if nth:
@@ -190,7 +192,7 @@ def _croniter_text(fields: list[str]) -> str:
     return " ".join(fields[:2] + [dom, fields[3], dow])
 
 
-def _day_of_month_field(field: str, rule: dict) -> None:
+def _day_of_month_field(field: str, rule: dict[str, Any]) -> None:
     nearest = _NEAREST_WEEKDAY.match(field)
     if "W" in field and "," in field:
         raise _bad(f"day-of-month: W takes a single day, not a list (Quartz), got {field!r}")
@@ -228,7 +230,7 @@ def parse_cron(text: str, month_end: str = "skip") -> CronExpression:
     minutes: set[int] = set()
     hours: set[int] = set()
     months: set[int] = set()
-    rule: dict = {"dom": set(), "dom_last": False, "dow": set(), "dow_nth": set(), "dow_last": set(),
+    rule: dict[str, Any] = {"dom": set(), "dom_last": False, "dow": set(), "dow_nth": set(), "dow_last": set(),
                   "dom_nearest_weekday": None, "dom_last_weekday": False}
     for item in fields[0].split(","):
         minutes |= _plain_item(item, 0)

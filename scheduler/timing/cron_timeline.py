@@ -34,7 +34,9 @@ Fire = tuple[int, str | None]  # (epoch seconds, dst_rule)
 class DaySource(Protocol):
     """Matching local days and the wall times of each: a CronExpression, or an RRULE's RuleDays."""
 
-    times_of_day: tuple[int, ...]  # seconds after local midnight, ascending
+    @property
+    def times_of_day(self) -> tuple[int, ...]:
+        """Seconds after local midnight, ascending (read-only: the sources are frozen dataclasses)."""
 
     def days_from(self, year: int, month: int, day: int, last_year: int) -> Iterator[tuple[int, int, int]]: ...
 

@@ -38,7 +38,8 @@ def gap_end(wall: int, offsets: list[int], times: list[int]) -> int:
     raise ValueError("wall time is not inside a gap of this window")
 
 
-def resolve_wall(wall: int, offsets: list[int], times: list[int], gap: str, overlap: str) -> list[tuple[int, str | None]]:
+def resolve_wall(wall: int, offsets: list[int], times: list[int], gap: str,
+                 overlap: str) -> list[tuple[int, str | None]]:
     """Apply the DST contract to one wall time: [(instant, dst_rule), ...] ascending."""
     instants = wall_instants(wall, offsets, times)
     if len(instants) == 1:

@@ -81,6 +81,8 @@ def timeline(spec: ScheduleSpec) -> _CronMicros | RateTimeline | OnceTimeline:
     if spec.kind == "rrule":
         return _day_timeline(spec, RuleDays(compile_rule(spec.expression, spec.time_zone, spec.month_end)))
     if spec.kind == "rate":
+        if spec.anchor_at is None:  # parse_spec gives every rate schedule one
+            raise SpecError("anchor_at", "a rate schedule needs anchor_at (or start_at)")
         return RateTimeline(to_us(spec.anchor_at), parse_period(spec.expression))
     return OnceTimeline(once_fires(spec.expression, spec.time_zone, spec.dst_gap, spec.dst_overlap))
 
@@ -223,7 +225,8 @@ def require_fire(spec: ScheduleSpec, now: datetime) -> None:
     if spec.kind == "rate":
         return
     if spec.kind == "once":
-        if not timeline(spec).fires:
+        compiled = timeline(spec)
+        if isinstance(compiled, OnceTimeline) and not compiled.fires:
             raise SpecError("expression", f"no fire: {spec.expression} falls in a DST gap of {spec.time_zone}, "
                                           f"skipped with dst_gap={spec.dst_gap}")
         return

@@ -57,6 +57,14 @@ def format_utc(value: datetime) -> str:
     return text + "Z"
 
 
+def utc_offset(moment: datetime) -> timedelta:
+    """The UTC offset of an aware datetime (`datetime.utcoffset` is None only for a naive one)."""
+    offset = moment.utcoffset()
+    if offset is None:
+        raise ValueError(f"{moment.isoformat()} has no UTC offset (a naive datetime)")
+    return offset
+
+
 def format_offset(offset: timedelta) -> str:
     """`+05:30` style; seconds appended only for historical LMT offsets."""
     total = int(offset.total_seconds())
@@ -76,7 +84,8 @@ def parse_datetime_text(text: str) -> datetime:
         normalized = normalized[:-1] + "+00:00"
     if "." in normalized:
         head, _, rest = normalized.partition(".")
-        digits = re.match(r"\d+", rest).group(0)
+        fraction = re.match(r"\d+", rest)  # _RFC3339 matched: never None
+        digits = fraction.group(0) if fraction else ""
         normalized = head + "." + (digits + "000000")[:6] + rest[len(digits):]
     return datetime.fromisoformat(normalized)
 

@@ -60,11 +60,19 @@ def resolve_misfire(
     missed_count = late - fired_late
     shown = min(missed_count, enumerate_limit)
     skipped = missed_count - shown  # missed fires neither returned nor enumerated
-    tail_start = cursor if skipped == 0 else nth_fire(spec, cursor, skipped, fired_before).scheduled_for
+    tail_start = cursor if skipped == 0 else _nth_instant(spec, cursor, skipped, fired_before)
     tail = fires_between(spec, tail_start, late_until, shown + fired_late) if shown + fired_late else []
     missed = tail[:shown]
     missed_first = missed_last = None
     if missed_count:
-        missed_first = missed[0].scheduled_for if skipped == 0 else nth_fire(spec, cursor, 1, fired_before).scheduled_for
-        missed_last = missed[-1].scheduled_for if shown else nth_fire(spec, cursor, missed_count, fired_before).scheduled_for
+        missed_first = missed[0].scheduled_for if skipped == 0 else _nth_instant(spec, cursor, 1, fired_before)
+        missed_last = missed[-1].scheduled_for if shown else _nth_instant(spec, cursor, missed_count, fired_before)
     return MisfireDecision(tail[shown:] + on_time, missed, missed_count, missed_first, missed_last, now)
+
+
+def _nth_instant(spec: ScheduleSpec, after: datetime, n: int, fired_before: int) -> datetime:
+    """The n-th fire after `after`, which the count of late fires has shown to exist."""
+    fire = nth_fire(spec, after, n, fired_before)
+    if fire is None:
+        raise RuntimeError(f"fire {n} after {after.isoformat()} was counted but not found")
+    return fire.scheduled_for

@@ -11,7 +11,13 @@ from datetime import datetime
 
 from scheduler.timing.dst import resolve_wall
 from scheduler.timing.errors import SpecError
-from scheduler.timing.instants import US_PER_S, parse_datetime_text, to_us, truncate_ms, wall_seconds
+from scheduler.timing.instants import (
+    US_PER_S,
+    parse_datetime_text,
+    to_us,
+    truncate_ms,
+    wall_seconds,
+)
 from scheduler.timing.zones import MAX_OFFSET, zone_rules
 
 

@@ -34,7 +34,8 @@ def _nth_hit(rule: Rule, day: date, length: int) -> bool:
         index, size = day.day, length
     else:
         index, size = day.timetuple().tm_yday, 366 if calendar.isleap(day.year) else 365
-    return (weekday, (index - 1) // 7 + 1) in rule.by_day_nth or (weekday, -((size - index) // 7 + 1)) in rule.by_day_nth
+    return ((weekday, (index - 1) // 7 + 1) in rule.by_day_nth
+            or (weekday, -((size - index) // 7 + 1)) in rule.by_day_nth)
 
 
 def _keeps(rule: Rule, ordinal: int) -> bool:

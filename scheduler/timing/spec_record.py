@@ -1,6 +1,7 @@
 """Turns the Avro ``ScheduleSpec`` record into the time module's spec, once per distinct spec."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
@@ -17,8 +18,9 @@ _KEY = itemgetter(*_FIELDS)
 MIN_LEASE_MS = 300
 
 
-def compile_spec(spec: dict[str, Any]) -> ScheduleSpec:
-    """Raises SpecError naming the bad field; results are cached since materialization repeats them."""
+def compile_spec(spec: Mapping[str, Any]) -> ScheduleSpec:
+    """`spec`: a ScheduleSpec record (scheduler.wire.records), or some of its fields. Raises SpecError naming
+    the bad field; results are cached since materialization repeats them."""
     lease = spec.get("lease_ms")
     if lease is not None and lease < MIN_LEASE_MS:
         raise SpecError("lease_ms", f"must be at least {MIN_LEASE_MS} ms, got {lease}")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from datetime import datetime, timedelta
-from functools import lru_cache
+from functools import cache, lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from scheduler.timing.errors import SpecError
-from scheduler.timing.instants import EPOCH, UTC
+from scheduler.timing.instants import EPOCH, UTC, utc_offset
 
 # Bound on |UTC offset| (tzdata's largest, a historical LMT, is under 16 h):
 # the instant of a wall time w always lies in [w - MAX_OFFSET, w + MAX_OFFSET].
@@ -25,7 +25,7 @@ MIN_YEAR = 2
 MAX_YEAR = 9998
 
 
-@lru_cache(maxsize=None)
+@cache
 def _known_zone_names() -> frozenset[str]:
     return frozenset(available_timezones())
 
@@ -63,7 +63,7 @@ def _year_table(name: str, year: int) -> tuple[int, tuple[int, ...], tuple[int, 
     at = datetime.fromtimestamp
     start, end = year_start(year), year_start(year + 1)
     grid = [*range(start - 1, end - 1, _SAMPLE_STEP), end - 1]
-    samples = [at(t, zone).utcoffset() for t in grid]
+    samples = [utc_offset(at(t, zone)) for t in grid]
     current = samples[0]
     times: list[int] = []
     offsets: list[int] = []
@@ -77,7 +77,7 @@ def _year_table(name: str, year: int) -> tuple[int, tuple[int, ...], tuple[int, 
                     lo = mid
                 else:
                     hi = mid
-            current = at(hi, zone).utcoffset()
+            current = utc_offset(at(hi, zone))
             times.append(hi)
             offsets.append(int(current.total_seconds()))
             lo = hi

@@ -1,1 +1,2 @@
-"""The wire format: schemas, codec, the vocabulary derived from them, topic layout and key partitioning. Imports nothing above `scheduler.config` and `scheduler.timing`."""
+"""The wire format: schemas, codec, the vocabulary derived from them, topic layout and key partitioning.
+Imports nothing above `scheduler.config` and `scheduler.timing`."""

@@ -13,18 +13,28 @@ from __future__ import annotations
 import functools
 import io
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+from confluent_kafka.schema_registry import (
+    SchemaRegistryClient,
+    record_subject_name_strategy,
+)
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.serde import SchemaId
 from confluent_kafka.serialization import MessageField, SerializationContext
 from fastavro import schemaless_reader, schemaless_writer
 
 from scheduler.config import Settings
-from scheduler.wire.schemas import SchemaVersion, fullname, load_current, load_history, schema_dir
+from scheduler.wire.schemas import (
+    SchemaVersion,
+    fullname,
+    load_current,
+    load_history,
+    schema_dir,
+)
 
 MAGIC = b"\xc3\x01"
 HEADER_SIZE = len(MAGIC) + 8
@@ -35,13 +45,16 @@ class DecodeError(ValueError):
 
 
 class RecordCodec(Protocol):
-    """What the engine, workers and tools use, whichever framing is configured."""
+    """What the engine, workers and tools use, whichever framing is configured.
 
-    def encode(self, name: str, record: dict[str, Any]) -> bytes: ...
+    `decode` returns the plain dict the Avro reader makes, typed `Any`: the caller names the record, so it
+    annotates the result with the record's generated type (`scheduler.wire.records`)."""
 
-    def decode(self, name: str, data: bytes) -> dict[str, Any]: ...
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes: ...
 
-    def decode_any(self, data: bytes) -> tuple[str, dict[str, Any]]: ...
+    def decode(self, name: str, data: bytes) -> Any: ...
+
+    def decode_any(self, data: bytes) -> tuple[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -80,12 +93,12 @@ class Codec:
             self._readers[version.fingerprint] = _Reader(version.short_name, version.parsed, None)
 
     @classmethod
-    def default(cls) -> "Codec":
+    def default(cls) -> Codec:
         """The codec for the installed `schemas/` (built once per process)."""
         return _default_codec()
 
     @classmethod
-    def from_directory(cls, directory: Path) -> "Codec":
+    def from_directory(cls, directory: Path) -> Codec:
         return cls(load_current(directory), load_history(directory))
 
     def schema(self, name: str) -> SchemaVersion:
@@ -95,7 +108,7 @@ class Codec:
         except KeyError:
             raise ValueError(f"unknown record name {name!r}") from None
 
-    def encode(self, name: str, record: dict[str, Any]) -> bytes:
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes:
         try:
             header, parsed = self._writers[name]
         except KeyError:
@@ -108,14 +121,14 @@ class Codec:
                 pass  # a record that does not fit: the plain path below raises what it always raised
         return _write(header, parsed, record)
 
-    def decode(self, name: str, data: bytes) -> dict[str, Any]:
+    def decode(self, name: str, data: bytes) -> Any:
         expected = self.schema(name).short_name
         reader = self._reader_for(data)
         if reader.name != expected:
             raise DecodeError(f"expected a {expected} record, the fingerprint is {reader.name}'s")
         return _read_body(reader, data)
 
-    def decode_any(self, data: bytes) -> tuple[str, dict[str, Any]]:
+    def decode_any(self, data: bytes) -> tuple[str, Any]:
         """Decode whichever known record `data` holds; returns its short name and value."""
         reader = self._reader_for(data)
         return reader.name, _read_body(reader, data)
@@ -132,7 +145,7 @@ class Codec:
         return reader
 
 
-def _write(header: bytes, parsed: Any, record: dict[str, Any]) -> bytes:
+def _write(header: bytes, parsed: Any, record: Mapping[str, Any]) -> bytes:
     out = io.BytesIO()
     out.write(header)
     schemaless_writer(out, parsed, record)
@@ -162,7 +175,7 @@ def _record_branches(parsed: Any, named: dict[str, Any] | None = None) -> Branch
     return found
 
 
-def _named(record: dict[str, Any], branches: Branches) -> dict[str, Any]:
+def _named(record: Mapping[str, Any], branches: Branches) -> dict[str, Any]:
     """The record with each union value as (branch name, value), as fastavro takes it."""
     named = dict(record)
     for field, branch in branches.items():
@@ -189,7 +202,7 @@ def _framing_problem(data: bytes) -> str:
     return f"truncated header: {len(data)} bytes, the single-object header alone is {HEADER_SIZE}"
 
 
-def _read_body(reader: _Reader, data: bytes) -> dict[str, Any]:
+def _read_body(reader: _Reader, data: bytes) -> Any:
     body = io.BytesIO(data)
     body.seek(HEADER_SIZE)
     try:
@@ -230,11 +243,11 @@ class RegistryCodec:
                 self._deserializers[alias] = deserializer
 
     @classmethod
-    def connect(cls, url: str, local: Codec | None = None) -> "RegistryCodec":
+    def connect(cls, url: str, local: Codec | None = None) -> RegistryCodec:
         """A codec talking to the registry at `url` (`mock://...` gives the client's in-memory mock)."""
         return cls(SchemaRegistryClient.new_client({"url": url}), local or Codec.default())
 
-    def encode(self, name: str, record: dict[str, Any]) -> bytes:
+    def encode(self, name: str, record: Mapping[str, Any]) -> bytes:
         try:
             serializer = self._serializers[name]
         except KeyError:
@@ -245,7 +258,7 @@ class RegistryCodec:
         data: bytes = serializer(complete, SerializationContext(self.local.schema(name).name, MessageField.VALUE))
         return data
 
-    def decode(self, name: str, data: bytes) -> dict[str, Any]:
+    def decode(self, name: str, data: bytes) -> Any:
         try:
             deserializer = self._deserializers[name]
         except KeyError:
@@ -256,14 +269,14 @@ class RegistryCodec:
             raise DecodeError(f"expected a {expected.short_name} record, the registry schema is {writer}")
         return self._deserialize(deserializer, expected, data)
 
-    def decode_any(self, data: bytes) -> tuple[str, dict[str, Any]]:
+    def decode_any(self, data: bytes) -> tuple[str, Any]:
         writer = self._writer_name(data)
         if writer not in self.local.schemas:
             raise DecodeError(f"registry schema {writer} is not a record of this project")
         version = self.local.schemas[writer]
         return version.short_name, self._deserialize(self._deserializers[writer], version, data)
 
-    def _deserialize(self, deserializer: Any, version: SchemaVersion, data: bytes) -> dict[str, Any]:
+    def _deserialize(self, deserializer: Any, version: SchemaVersion, data: bytes) -> Any:
         try:
             record = deserializer(data, SerializationContext(version.name, MessageField.VALUE))
         except Exception as error:  # the serde wraps reader failures in several error types

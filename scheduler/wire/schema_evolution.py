@@ -24,9 +24,9 @@ from scheduler.wire.schemas import (
     HISTORY_DIR,
     PRIMITIVES,
     Json,
-    qualify,
     load_current,
     load_history,
+    qualify,
     schema_dir,
 )
 
@@ -161,7 +161,7 @@ class _Comparison:
         if len(old) != len(new):
             self.problems.append(f"{path}: union changed from {_describe(old)} to {_describe(new)}")
             return
-        for index, (old_branch, new_branch) in enumerate(zip(old, new)):
+        for index, (old_branch, new_branch) in enumerate(zip(old, new, strict=True)):
             self.compare(old_branch, new_branch, f"{path}<{index}>")
 
 
@@ -169,7 +169,7 @@ def _describe(node: Json) -> str:
     if isinstance(node, list):
         return "[" + ", ".join(_describe(branch) for branch in node) + "]"
     if isinstance(node, dict) and "name" in node:
-        return node["name"]
+        return str(node["name"])
     kind = _kind(node)
     logical = _logical_type(node)
     return f"{kind}({logical})" if logical else kind

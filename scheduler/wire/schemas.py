@@ -73,7 +73,7 @@ def rabin_fingerprint(schema: Json) -> bytes:
 
 def make_version(schema: Json) -> SchemaVersion:
     """Parse a self-contained schema; fails loudly on a schema fastavro would reject."""
-    parsed = parse_schema(copy.deepcopy(schema))
+    parsed: Json = parse_schema(copy.deepcopy(schema))
     for named in parsed["__named_schemas"].values():
         _bytes_defaults_as_bytes(named)
     return SchemaVersion(

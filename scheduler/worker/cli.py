@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from scheduler.control.acls import scram_client_config
-from scheduler.wire.codec import codec_from_settings
 from scheduler.cli_support import EXIT_BAD_INPUT, EXIT_FORBIDDEN, add_renamed
 from scheduler.config import TENANT_ENV, Settings
+from scheduler.control.acls import scram_client_config
 from scheduler.health.endpoint import DEFAULT_BIND, serve
 from scheduler.kafka.clients import NotAuthorized, connection
 from scheduler.timing.cli_values import duration_type
+from scheduler.wire.codec import codec_from_settings
 from scheduler.worker.attempt import Handler
 from scheduler.worker.worker import DEFAULT_PRIORITIES, Worker, WorkerOptions
 
@@ -69,7 +69,7 @@ def load_handler(path: str) -> Handler:
         target = getattr(target, part)
     if not callable(target):
         raise TypeError(f"{path} is not callable")
-    return target  # type: ignore[return-value]
+    return target
 
 
 def read_client_config(path: Path) -> dict[str, str]:

@@ -3,25 +3,32 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
+from scheduler.kafka.clients import (
+    AUTHORIZATION_FAILURES,
+    NotAuthorized,
+    client_settings,
+)
 from scheduler.wire.codec import DecodeError
-from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings
+from scheduler.worker.consuming import ConsumingWorker, position
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.priority import PriorityBuffers
 from scheduler.worker.writer import NotRecorded
-
-if TYPE_CHECKING:
-    from scheduler.worker.worker import Worker
 
 log = logging.getLogger(__name__)
 SETTLE_POLL_S = 0.05
 LAG_EVERY_S = 5.0  # how often the lag gauges are refreshed: local figures, but one call per partition
 
 
-def run_group(worker: Worker) -> None:
+def run_group(worker: ConsumingWorker) -> None:
     consumer = Consumer(client_settings(worker.client_config, {
         "group.id": worker.group_id,
         "client.id": worker.worker_id,
@@ -38,7 +45,7 @@ def run_group(worker: Worker) -> None:
 
 
 class GroupLoop:
-    def __init__(self, worker: Worker, consumer: Consumer) -> None:
+    def __init__(self, worker: ConsumingWorker, consumer: Consumer) -> None:
         self.worker = worker
         self.consumer = consumer
         self.buffers: PriorityBuffers[Message] = PriorityBuffers(worker.priorities, worker.options.buffer_capacity)
@@ -111,7 +118,7 @@ class GroupLoop:
             if error.code() != KafkaError._PARTITION_EOF:
                 log.warning("consumer: %s", error)
             return
-        self.buffers.add(self.worker.topics[message.topic()], message)
+        self.buffers.add(self.worker.topics[position(message)[0]], message)
 
     def _pause_full(self) -> None:
         wanted = self.buffers.full()
@@ -140,10 +147,11 @@ class GroupLoop:
     def _handle(self, message: Message) -> None:
         writer = self.worker.writer
         assert writer is not None
-        next_offset = [TopicPartition(message.topic(), message.partition(), message.offset() + 1)]
+        topic, partition, offset = position(message)
+        next_offset = [TopicPartition(topic, partition, offset + 1)]
         try:
             try:
-                occurrence = Occurrence.from_record(self.worker.codec.decode("Occurrence", message.value()))
+                occurrence = Occurrence.from_record(self.worker.codec.decode("Occurrence", message.value() or b""))
             except DecodeError as error:
                 log.error("%s [%d] offset %d is not an Occurrence, skipping it: %s",
                           message.topic(), message.partition(), message.offset(), error)
@@ -158,8 +166,9 @@ class GroupLoop:
 
     def _rewind(self, message: Message) -> None:
         """Read `message` again: its outcome and offset were not committed."""
-        self.buffers.drop_partitions([(message.topic(), message.partition())])
+        topic, partition, offset = position(message)
+        self.buffers.drop_partitions([(topic, partition)])
         try:
-            self.consumer.seek(TopicPartition(message.topic(), message.partition(), message.offset()))
+            self.consumer.seek(TopicPartition(topic, partition, offset))
         except KafkaException as error:  # no longer ours after a rebalance: the new owner reads it
-            log.info("not rewinding %s [%d]: %s", message.topic(), message.partition(), error)
+            log.info("not rewinding %s [%d]: %s", topic, partition, error)

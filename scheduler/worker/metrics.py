@@ -14,7 +14,13 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from scheduler.health.probes import LOOP_SILENCE_S, Heartbeat, Probe, worker_alive, worker_ready
+from scheduler.health.probes import (
+    LOOP_SILENCE_S,
+    Heartbeat,
+    Probe,
+    worker_alive,
+    worker_ready,
+)
 
 HANDLER_BUCKETS = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0)
 # What became of an occurrence the worker took: an outcome event's kind, or ALREADY_LOST (a redelivery

@@ -15,20 +15,33 @@ priority first; priority holds within a batch, not across batches.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
 
-from confluent_kafka import AcknowledgeType, KafkaError, KafkaException, Message, ShareConsumer
-from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from confluent_kafka import (
+    AcknowledgeType,
+    KafkaError,
+    KafkaException,
+    Message,
+    ShareConsumer,
+)
+from confluent_kafka.admin import (
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 
 from scheduler.kafka.admin import admin_client
+from scheduler.kafka.clients import (
+    AUTHORIZATION_FAILURES,
+    NotAuthorized,
+    client_settings,
+    refused_as,
+)
 from scheduler.wire.codec import DecodeError
-from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
+from scheduler.worker.consuming import ConsumingWorker, position
 from scheduler.worker.occurrence import Occurrence
 from scheduler.worker.writer import NotRecorded
-
-if TYPE_CHECKING:
-    from scheduler.worker.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +49,8 @@ log = logging.getLogger(__name__)
 # workers must see occurrences enqueued before it joined, and never those of aborted transactions.
 SHARE_GROUP_CONFIG = {"share.auto.offset.reset": "earliest", "share.isolation.level": "read_committed"}
 
-ACK_FOR_KIND = {"SUCCEEDED": AcknowledgeType.ACCEPT, "SKIPPED_STALE": AcknowledgeType.ACCEPT}
+ACK_FOR_KIND: dict[str, AcknowledgeType] = {"SUCCEEDED": AcknowledgeType.ACCEPT,
+                                            "SKIPPED_STALE": AcknowledgeType.ACCEPT}
 
 
 def configure_share_group(client_config: Mapping[str, str], group_id: str) -> None:
@@ -49,14 +63,14 @@ def configure_share_group(client_config: Mapping[str, str], group_id: str) -> No
         admin.incremental_alter_configs([resource])[resource].result(timeout=30)
 
 
-def acknowledgement(outcome: dict[str, object]) -> int:
+def acknowledgement(outcome: Mapping[str, object]) -> AcknowledgeType:
     """How the broker should treat a record whose outcome event is `outcome`."""
     if outcome["kind"] == "FAILED":
         return AcknowledgeType.ACCEPT if outcome["retryable"] else AcknowledgeType.REJECT
     return ACK_FOR_KIND[str(outcome["kind"])]
 
 
-def run_share(worker: Worker) -> None:
+def run_share(worker: ConsumingWorker) -> None:
     configure_share_group(worker.client_config, worker.group_id)
     consumer = ShareConsumer(client_settings(worker.client_config, {
         "group.id": worker.group_id,
@@ -70,7 +84,7 @@ def run_share(worker: Worker) -> None:
         while not worker.stopping():
             worker.metrics.heartbeat.beat()
             batch = [m for m in _poll(worker, consumer) if _usable(m)]
-            batch.sort(key=lambda m: rank[worker.topics[m.topic()]])
+            batch.sort(key=lambda m: rank[worker.topics[position(m)[0]]])
             for message in batch:
                 if worker.stopping():
                     consumer.acknowledge(message, AcknowledgeType.RELEASE)
@@ -82,7 +96,7 @@ def run_share(worker: Worker) -> None:
         consumer.close()
 
 
-def _poll(worker: Worker, consumer: ShareConsumer) -> list[Message]:
+def _poll(worker: ConsumingWorker, consumer: ShareConsumer) -> Iterable[Message]:
     """The next batch; a refusal by the broker's ACLs names what the worker needs, as the error does not."""
     try:
         return consumer.poll(worker.options.poll_timeout_s)
@@ -105,11 +119,11 @@ def _usable(message: Message) -> bool:
     return False
 
 
-def _process(worker: Worker, message: Message) -> int:
+def _process(worker: ConsumingWorker, message: Message) -> AcknowledgeType:
     writer = worker.writer
     assert writer is not None
     try:
-        occurrence = Occurrence.from_record(worker.codec.decode("Occurrence", message.value()))
+        occurrence = Occurrence.from_record(worker.codec.decode("Occurrence", message.value() or b""))
     except DecodeError as error:
         log.error("%s [%d] offset %d is not an Occurrence, rejecting it: %s",
                   message.topic(), message.partition(), message.offset(), error)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from scheduler.wire.codec import RecordCodec
 from scheduler.kafka.views import CompactedView, Record
+from scheduler.wire.codec import RecordCodec
 from scheduler.worker.view import DELETED, ScheduleView, ViewEntry
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,8 @@ class ViewFollower(CompactedView):
         return False
 
     def _put(self, key: str, record: Record) -> None:
-        lost = frozenset((a["occurrence_id"], a["attempt"], a["attempt_token"]) for a in record.get("lost_attempts", ()))
+        lost = frozenset((a["occurrence_id"], a["attempt"], a["attempt_token"])
+                         for a in record.get("lost_attempts", ()))
         self.view.apply(key, ViewEntry(record["version"], record["state"], lost))
 
     def _delete(self, key: str) -> None:

@@ -12,14 +12,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
-from scheduler.wire.codec import Codec, RecordCodec
 from scheduler.kafka.clients import connection
+from scheduler.wire.codec import Codec, RecordCodec
 from scheduler.wire.topology import Topology, default_group_id, transactional_id_prefix
 from scheduler.worker.attempt import Event, Handler, run_attempt
+from scheduler.worker.consuming import WorkerOptions
+from scheduler.worker.group import run_group
 from scheduler.worker.metrics import ALREADY_LOST, WorkerMetrics
 from scheduler.worker.occurrence import AttemptContext, Occurrence
+from scheduler.worker.share import run_share
 from scheduler.worker.view import ScheduleView
 from scheduler.worker.view_follower import ViewFollower
 from scheduler.worker.writer import AttemptWriter
@@ -36,18 +38,6 @@ def wall_clock_ms() -> int:
 def default_worker_id() -> str:
     """Host and pid: stable for a process, so its transactional id fences its own zombie on restart."""
     return f"{socket.gethostname()}-{os.getpid()}"
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """Tuning that rarely changes; the defaults suit handlers that finish within minutes."""
-
-    view_catch_up_s: float = 10.0
-    buffer_capacity: int = 100
-    poll_timeout_s: float = 0.2
-    session_timeout_ms: int = 10_000
-    max_poll_interval_ms: int = 300_000
-    assignment_settle_s: float = 2.0
 
 
 class Worker:
@@ -103,9 +93,6 @@ class Worker:
 
         Raises scheduler.kafka.clients.NotAuthorized as soon as the broker's ACLs refuse the worker a
         topic, group or transactional id: the Kafka client would otherwise wait for access forever."""
-        from scheduler.worker.group import run_group
-        from scheduler.worker.share import run_share
-
         view_topic = self.topology.topic_name("schedule-view", self.prefix, tenant=self.tenant)
         follower = ViewFollower(self.bootstrap, view_topic, self.view, self.codec, self.client_config)
         try:

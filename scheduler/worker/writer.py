@@ -13,9 +13,14 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, TopicPartition
 
-from scheduler.wire.codec import RecordCodec
+from scheduler.kafka.clients import (
+    AUTHORIZATION_FAILURES,
+    NotAuthorized,
+    client_settings,
+    refused_as,
+)
 from scheduler.kafka.transactional import TransactionalProducer
-from scheduler.kafka.clients import AUTHORIZATION_FAILURES, NotAuthorized, client_settings, refused_as
+from scheduler.wire.codec import RecordCodec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 
 log = logging.getLogger(__name__)

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import httpx
-
 from engine_harness import REPO
+
+from helpers.waiting import wait_until
 from scheduler.broker.local import free_port
-from worker_harness import wait_for
 
 
 class ApiServer:
@@ -35,7 +35,7 @@ class ApiServer:
                 return True
             except httpx.TransportError:
                 return False
-        wait_for(answers, 60, f"the API server on {self.port}")
+        wait_until(answers, 60, f"the API server on {self.port}")
 
     def stop(self) -> None:
         self.proc.terminate()

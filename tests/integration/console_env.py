@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import uvicorn
-
 from control_env import ControlEnv
+
 from scheduler.api.app import create_app
 from scheduler.api.keys import KeyStore
 from scheduler.broker.local import free_port

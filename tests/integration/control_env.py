@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
+from engine_harness import REPO, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 
 from conftest import delete_topics
-from engine_harness import REPO, TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 from scheduler.api.app import create_app
 from scheduler.api.keys import KeyStore, create_key
 from scheduler.api.plane import ControlPlane

@@ -19,10 +19,11 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
+from helpers.waiting import wait_until
 from scheduler.control.client import SchedulerClient, make_spec
-from scheduler.wire.codec import Codec
+from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
 
@@ -53,7 +54,7 @@ class SchedulerProcess:
     # so bursts are staged): they run with --open-tenants. Tests that register their tenants run strict.
     open_tenants: bool = True
 
-    def start(self) -> "SchedulerProcess":
+    def start(self) -> SchedulerProcess:
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix}
         self.log_path = self.state_dir.parent / f"{self.instance_id}.log"
         log = open(self.log_path, "ab")
@@ -102,14 +103,12 @@ def wait_for_log(process: SchedulerProcess, text: str, until_s: float) -> None:
 
 def wait_for_split(processes: list[SchedulerProcess], partitions: int, timeout: float = 60) -> None:
     """Until the processes own every partition between them, each at least one."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def split() -> bool:
         owned = [p.owned_partitions() for p in processes]
-        if all(owned) and set().union(*owned) == set(range(partitions)) and sum(map(len, owned)) == partitions:
-            return
-        time.sleep(0.5)
-    raise AssertionError("partitions never split between the processes:\n"
-                         + "\n".join(p.log_tail(10) for p in processes))
+        return all(owned) and set().union(*owned) == set(range(partitions)) and sum(map(len, owned)) == partitions
+
+    wait_until(split, timeout, lambda: "the partitions split between the processes:\n"
+               + "\n".join(p.log_tail(10) for p in processes), interval=0.5)
 
 
 def ensure_layout(bootstrap: str, prefix: str, tenants: Iterable[str] = ()) -> None:
@@ -147,6 +146,7 @@ class Received:
     timestamp_ms: int
     seen_ms: int
     partition: int
+    key: bytes | None = None
 
 
 @dataclass
@@ -178,7 +178,7 @@ class TopicReader:
                 if msg.error():
                     continue
                 item = Received(CODEC.decode(self.schema, msg.value()), msg.topic(), msg.timestamp()[1],
-                                int(time.time() * 1000), msg.partition())
+                                int(time.time() * 1000), msg.partition(), msg.key())
                 fresh.append(item)
         self.received.extend(fresh)
         return fresh

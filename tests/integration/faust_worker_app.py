@@ -7,10 +7,9 @@ from __future__ import annotations
 import os
 
 import faust
+import worker_handlers
 
 from scheduler.worker.faust_adapter import attach
-
-import worker_handlers
 
 bootstrap = os.environ["KAFKA_BOOTSTRAP_SERVERS"]
 app = faust.App(

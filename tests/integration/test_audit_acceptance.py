@@ -32,7 +32,7 @@ def rows(url: str, schema: str, table: str) -> list[tuple]:
         cursor = conn.execute(f"SELECT * FROM {schema}.{table}")
         names = [column.name for column in cursor.description]
         found = [tuple(json.loads(value) if name in JSON_COLUMNS and value is not None else value
-                       for name, value in zip(names, row)) for row in cursor.fetchall()]
+                       for name, value in zip(names, row, strict=True)) for row in cursor.fetchall()]
     return sorted(found, key=repr)
 
 
@@ -82,8 +82,9 @@ def test_the_real_ledger_reconciles_with_nothing_absent_and_a_deleted_dispatch_i
     try:
         for table in TABLES:
             wanted = rows(audit_ledger.database_url, schema_name(reference), table.name)
+            count = len(wanted)
             audit_ledger.wait_for(f"SELECT count(*) FROM {{s}}.{table.name}",
-                                  lambda found, n=len(wanted): found[0][0] >= n, 120)
+                                  lambda found, n=count: found[0][0] >= n, 120)
             assert rows(audit_ledger.database_url, audit_ledger.schema, table.name) == wanted, table.name
     finally:
         with psycopg.connect(audit_ledger.database_url) as conn:

@@ -7,10 +7,10 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-from fastapi.testclient import TestClient
-
 from control_env import control_env
 from engine_harness import TOPOLOGY, TopicReader, soon
+from fastapi.testclient import TestClient
+
 from pathological_specs import NEVER_FIRING, dublin_gap_spec
 from scheduler.control.client import ValidationError, make_spec
 from scheduler.control.specs import validate_spec

@@ -30,17 +30,16 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from worker_harness import WorkerProcess, enqueue, handled, occurrence
 
+from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
 from scheduler.control.acls import SCRAM_ITERATIONS, grant_worker, scram_client_config, worker_acls
 from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
-from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
-from scheduler.wire.codec import Codec
 from scheduler.kafka.clients import NotAuthorized
+from scheduler.wire.codec import Codec
 from scheduler.wire.topology import Topology
 from scheduler.worker import AttemptContext, Occurrence, Worker
 from scheduler.worker.worker import default_group_id, transactional_id_prefix
-
-from worker_harness import WorkerProcess, enqueue, handled, occurrence
 
 pytestmark = pytest.mark.integration
 

@@ -7,23 +7,23 @@ from __future__ import annotations
 
 import base64
 import os
-import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
+from console_env import console_server
+from control_env import control_env, hourly
+from engine_harness import FakeWorker
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from console_env import console_server
-from control_env import control_env, hourly
-from engine_harness import FakeWorker
+from helpers.waiting import wait_until
 from scheduler.broker.local import free_port
-from scheduler.control.client import make_spec
 from scheduler.console.sessions import COOKIE
+from scheduler.control.client import make_spec
 
 STRICT_AT_7, FLEXIBLE_AT_7 = 5, 3
 
@@ -62,14 +62,18 @@ def shots(tmp_path_factory) -> Path:
 
 
 def until(check: Callable[[], bool], timeout: float = 30.0, reload=None) -> bool:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.3)
+    """`check` holds within `timeout` (the page reloaded between looks when `reload` is given)."""
+    def looked() -> bool:
+        if check():
+            return True
         if reload is not None:
             reload()
-    return True
+        return False
+
+    try:
+        return wait_until(looked, timeout, interval=0.3)
+    except AssertionError:
+        return False
 
 
 def login(browser, server, who: str) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
 from control_env import cli, control_env
+
 from scheduler.api.keys import KeyStore
 from scheduler.cli_support import DeprecatedAlias
 

@@ -5,9 +5,9 @@ import time
 import uuid
 
 import pytest
-
 from control_env import control_env, hourly
 from engine_harness import FakeWorker
+
 from scheduler.control.client import (
     CommandTimeout,
     Conflict,

@@ -12,11 +12,11 @@ import time
 
 import pytest
 import schemathesis
+from control_env import control_env
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from control_env import control_env
 from pathological_specs import never_fires, spring_forward_specs
 
 

@@ -5,9 +5,8 @@ import time
 import uuid
 
 import pytest
-from fastapi.testclient import TestClient
-
 from control_env import control_env
+from fastapi.testclient import TestClient
 
 SPEC = {"kind": "CRON", "expression": "0 * * * *", "time_zone": "Europe/Paris", "payload": "{}"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from control_env import control_env, hourly
+
 from scheduler.control.client import QuotaExceeded
 
 

@@ -5,10 +5,11 @@ import math
 import time
 
 import pytest
-
 from engine_harness import TOPOLOGY, TopicReader, soon
+from worker_harness import attempt_reader, handled, kinds_by_occurrence, scheduler_with_workers, status_of
+
+from helpers.waiting import wait_until
 from scheduler.control.client import make_spec
-from worker_harness import attempt_reader, handled, kinds_by_occurrence, scheduler_with_workers, status_of, wait_for
 
 TENANT = "e2e"
 
@@ -24,7 +25,7 @@ def test_a_handler_failing_twice_then_succeeding_gets_three_attempts_with_one_oc
     client, worker, workdir = system
     worker("fails_twice")
     client.create(TENANT, make_spec("once", soon(3), max_attempts=5, retry_backoff_ms=500), schedule_id="flaky")
-    wait_for(lambda: len(handled(workdir)) >= 3, 60, "three attempts")
+    wait_until(lambda: len(handled(workdir)) >= 3, 60, "three attempts")
     calls = handled(workdir)
     assert [c["attempt"] for c in calls] == [1, 2, 3]
     assert len({c["occurrence_id"] for c in calls}) == 1
@@ -38,7 +39,7 @@ def test_a_handler_failing_twice_then_succeeding_gets_three_attempts_with_one_oc
     assert kinds_by_occurrence(reader)[calls[0]["occurrence_id"]] == ["STARTED", "FAILED"] * 2 + ["STARTED",
                                                                                                     "SUCCEEDED"]
     # The attempts topic holds the success before the engine has read it into the status view.
-    wait_for(lambda: status_of(client, TENANT, calls[0]["occurrence_id"]).get("state") == "SUCCEEDED", 30,
+    wait_until(lambda: status_of(client, TENANT, calls[0]["occurrence_id"]).get("state") == "SUCCEEDED", 30,
              "SUCCEEDED in the status view")
     assert client.occurrence(TENANT, calls[0]["occurrence_id"])["attempt"] == 3
 
@@ -57,7 +58,7 @@ def test_a_permanent_error_is_dead_at_once_and_rerun_brings_it_back_with_the_sam
     assert len(handled(workdir)) == 1, "a permanent error must not be retried"
     occurrence_id = letters[0].record["occurrence"]["occurrence_id"]
     client.rerun(TENANT, occurrence_id, schedule_id="dead")
-    wait_for(lambda: len(handled(workdir)) >= 2, 30, "the re-run")
+    wait_until(lambda: len(handled(workdir)) >= 2, 30, "the re-run")
     rerun = handled(workdir)[1]
     assert rerun["occurrence_id"] == occurrence_id and rerun["attempt"] == 2
 
@@ -91,10 +92,10 @@ def test_a_handler_slower_than_its_period_never_runs_twice_at_once(system, kafka
     anchor_ms = math.floor(time.time()) * 1000
     client.create(TENANT, make_spec("rate", "every 1s", anchor_at_ms=anchor_ms, overlap_policy=policy,
                                     max_lateness_ms=30_000), schedule_id="slow")
-    wait_for(lambda: len(handled(workdir)) >= 3, 40, "three runs")
+    wait_until(lambda: len(handled(workdir)) >= 3, 40, "three runs")
     client.pause(TENANT, "slow")
     runs = sorted(handled(workdir), key=lambda c: c["started"])
-    for before, after in zip(runs, runs[1:]):
+    for before, after in zip(runs, runs[1:], strict=False):
         assert after["started"] >= before["ended"] - 0.05, "two runs overlapped"
     events = TopicReader(kafka_bootstrap, [TOPOLOGY.topic_name("occurrence-events", unique_prefix)],
                          "OccurrenceEvent")
@@ -105,5 +106,5 @@ def test_a_handler_slower_than_its_period_never_runs_twice_at_once(system, kafka
     skipped = [e.record for e in events.received if e.record["kind"] == "SKIPPED_OVERLAP"]
     assert skipped, "fires during a run must be recorded SKIPPED_OVERLAP"
     if policy == "QUEUE_ONE":
-        gaps = [after["started"] - before["ended"] for before, after in zip(runs, runs[1:])]
+        gaps = [after["started"] - before["ended"] for before, after in zip(runs, runs[1:], strict=False)]
         assert min(gaps) < 1.0, "the queued occurrence starts as soon as the running one ends"

@@ -10,9 +10,8 @@ import math
 import time
 
 import pytest
+from engine_harness import TOPOLOGY, FakeWorker, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, soon
 
-from engine_harness import (TOPOLOGY, FakeWorker, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
-                            soon)
 from scheduler.control.client import SchedulerClient, make_spec
 
 TENANT = "jobs"

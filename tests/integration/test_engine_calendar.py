@@ -6,6 +6,7 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import time
 
-from engine_harness import (TOPOLOGY, FakeWorker, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape,
-                            soon, wait_for_split)
+from engine_harness import (
+    TOPOLOGY,
+    FakeWorker,
+    SchedulerProcess,
+    TopicReader,
+    ensure_layout,
+    occurrence_topics,
+    scrape,
+    soon,
+    wait_for_split,
+)
+
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.control.tenants import TenantRegistry

@@ -6,11 +6,10 @@ import time
 from datetime import datetime, timezone
 
 import pytest
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, percentile
 
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
-
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, percentile
 
 BURST = 10_000
 

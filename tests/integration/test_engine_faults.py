@@ -9,9 +9,8 @@ from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
+from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, wait_for_split
 
-from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
-                            wait_for_split)
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 
@@ -38,7 +37,8 @@ def load_spread(client: SchedulerClient, count: int, start_ms: int, spread_ms: i
     return expected
 
 
-def wait_until(deadline_s: float) -> None:
+def sleep_until(deadline_s: float) -> None:
+    """To a chosen instant (a kill timed against the fires), not a wait for a condition."""
     time.sleep(max(0.0, deadline_s - time.time()))
 
 
@@ -65,7 +65,7 @@ def test_kill_9_mid_burst_then_restart_loses_nothing(kafka_bootstrap, unique_pre
         expected = load_spread(client, 12_000, start_ms, 3_000)
     assert time.time() * 1000 < start_ms, "creating the burst took longer than its lead (a loaded machine)"
     reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, TENANTS), "Occurrence")
-    wait_until(start_ms / 1000 + 1.2)
+    sleep_until(start_ms / 1000 + 1.2)
     reader.poll(0.3)
     before_kill = len({r.record["occurrence_id"] for r in reader.received})
     first.kill()
@@ -92,7 +92,7 @@ def test_two_processes_one_killed_the_other_takes_over(kafka_bootstrap, unique_p
         with SchedulerClient(kafka_bootstrap, unique_prefix, timeout_s=60) as client:
             expected = load_spread(client, 4_000, start_ms, 8_000)
         reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, TENANTS), "Occurrence")
-        wait_until(start_ms / 1000 + 2)
+        sleep_until(start_ms / 1000 + 2)
         a.kill()
         try:
             assert_all_present_once_or_duplicated(reader, expected, 60, b)

@@ -7,9 +7,9 @@ import uuid
 from collections import Counter
 
 from confluent_kafka import Consumer, TopicPartition
+from engine_harness import TOPOLOGY, SchedulerProcess, ensure_layout, scrape
 
 from conftest import delete_topics
-from engine_harness import TOPOLOGY, SchedulerProcess, ensure_layout, scrape
 from scheduler.broker.ports import free_port
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import SchedulerClient, make_spec

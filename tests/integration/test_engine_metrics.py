@@ -5,10 +5,10 @@ import math
 import time
 from datetime import datetime, timezone
 
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape
+
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
-
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape
 
 
 def test_metrics_endpoint_reports_ownership_dispatch_lag_and_commits(kafka_bootstrap, unique_prefix, tmp_path):

@@ -10,12 +10,21 @@ from collections import Counter
 from datetime import datetime, timezone
 
 from confluent_kafka import Producer
+from engine_harness import (
+    TOPOLOGY,
+    SchedulerProcess,
+    TopicReader,
+    ensure_layout,
+    occurrence_topics,
+    percentile,
+    rfc3339,
+    wait_for_log,
+    wait_for_split,
+)
 
-from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
-                            percentile, rfc3339, wait_for_log, wait_for_split)
 from scheduler.control.client import SchedulerClient, make_spec
-from scheduler.wire.partitioning import partition_for
 from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.wire.partitioning import partition_for
 
 TENANT = "steady"
 PARTITIONS = TOPOLOGY.schedule_partitions

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-
 from engine_harness import CODEC, TOPOLOGY, ensure_layout
+
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import RestoreReader, RestoreStalled, restore_partition
 

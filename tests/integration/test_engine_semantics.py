@@ -6,8 +6,8 @@ import time
 
 import pytest
 from confluent_kafka import Producer
-
 from engine_harness import TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+
 from pathological_specs import NEVER_FIRING
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF

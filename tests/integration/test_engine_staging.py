@@ -6,9 +6,17 @@ import math
 import time
 
 import pytest
-
-from engine_harness import (BURST_TENANTS, OPEN_STAGE_ARGS, PRODUCED, SchedulerProcess, TopicReader, create_burst,
-                            ensure_layout, occurrence_topics, wait_for_log)
+from engine_harness import (
+    BURST_TENANTS,
+    OPEN_STAGE_ARGS,
+    PRODUCED,
+    SchedulerProcess,
+    TopicReader,
+    create_burst,
+    ensure_layout,
+    occurrence_topics,
+    wait_for_log,
+)
 
 
 @pytest.fixture

@@ -9,12 +9,25 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from confluent_kafka import Producer
+from engine_harness import (
+    BURST_TENANTS,
+    CODEC,
+    OPEN_STAGE_ARGS,
+    PRODUCED,
+    STAGE_ARGS,
+    SchedulerProcess,
+    TopicReader,
+    create_burst,
+    ensure_layout,
+    occurrence_topics,
+    read_until_all,
+    rfc3339,
+    wait_for_log,
+)
 
-from engine_harness import (BURST_TENANTS, CODEC, OPEN_STAGE_ARGS, PRODUCED, STAGE_ARGS, SchedulerProcess,
-                            TopicReader, create_burst, ensure_layout, occurrence_topics, read_until_all, rfc3339,
-                            wait_for_log)
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.wire.partitioning import partition_for
 
 OBJECTIVE_MS = 5_000
 LEAD_S = 60  # from creating the burst to its instant: room for a loaded machine to create it
@@ -73,6 +86,16 @@ def test_bystanders_of_a_staged_burst_become_visible_within_the_objective(kafka_
             burst_partitions.setdefault(r.record["tenant"], set()).add(r.partition)
     assert {tenant: len(p) for tenant, p in burst_partitions.items()} == {"big": 1, "small1": 1, "small2": 1}, \
         "a stage of a few hundred occurrences a tenant writes one partition of its topic"
+    # The occurrence topics' partition contract (docs/workers.md, "Keys and partitions"): every record is keyed by
+    # its schedule id; outside a stage's produce window it is on Java's murmur2 partition of that key, inside it
+    # may be on another partition of the same topic. The window is estimated (about WINDOW_MS, ending at the
+    # commit just after the instant): twice that before the instant and 2 s after it are surely outside.
+    assert all(r.key == r.record["schedule_id"].encode() for r in reader.received)
+    window = range(due_ms - 2 * WINDOW_MS, due_ms + 2000)
+    off_key = [(r.record["schedule_id"], bystanders[o] - due_ms, r.partition) for r in reader.received
+               if (o := r.record["occurrence_id"]) in bystanders and bystanders[o] not in window
+               and r.partition != partition_for(r.key or b"", 8)]
+    assert not off_key, f"ordinary occurrences off their key's partition outside the window: {off_key}"
     print(f"\n{len(bystanders)} bystanders: lag max {lags[-1][0]} ms (due {lags[-1][1]} ms from the instant)")
 
 

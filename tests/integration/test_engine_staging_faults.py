@@ -9,9 +9,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from engine_harness import (
+    BURST_TENANTS,
+    STAGE_ARGS,
+    Received,
+    SchedulerProcess,
+    TopicReader,
+    create_burst,
+    ensure_layout,
+    occurrence_topics,
+    read_until_all,
+    wait_for_log,
+)
 
-from engine_harness import (BURST_TENANTS, STAGE_ARGS, Received, SchedulerProcess, TopicReader, create_burst,
-                            ensure_layout, occurrence_topics, read_until_all, wait_for_log)
 from scheduler.broker.local import LocalBroker, free_port
 
 

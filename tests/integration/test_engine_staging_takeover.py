@@ -11,9 +11,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from engine_harness import (
+    BURST_TENANTS,
+    STAGE_ARGS,
+    SchedulerProcess,
+    TopicReader,
+    create_burst,
+    ensure_layout,
+    occurrence_topics,
+    read_until_all,
+    rfc3339,
+    wait_for_log,
+)
 
-from engine_harness import (BURST_TENANTS, STAGE_ARGS, SchedulerProcess, TopicReader, create_burst, ensure_layout,
-                            occurrence_topics, read_until_all, rfc3339, wait_for_log)
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id
 

@@ -10,9 +10,17 @@ import urllib.request
 from datetime import datetime, timezone
 
 from confluent_kafka import TopicPartition
+from engine_harness import (
+    TOPOLOGY,
+    SchedulerProcess,
+    TopicReader,
+    ensure_layout,
+    occurrence_topics,
+    read_until_all,
+    rfc3339,
+    wait_for_split,
+)
 
-from engine_harness import (TOPOLOGY, SchedulerProcess, TopicReader, ensure_layout, occurrence_topics,
-                            read_until_all, rfc3339, wait_for_split)
 from scheduler.broker.ports import free_port
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.occurrence_id import occurrence_id

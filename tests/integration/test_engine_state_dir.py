@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from engine_harness import TOPOLOGY, SchedulerProcess, ensure_layout, wait_for_log
+
 from scheduler.engine.cli import EXIT_STATE_IN_USE
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,8 @@ def test_a_second_process_on_the_same_instance_state_dir_is_refused_and_the_firs
         assert "Traceback" not in refusal
         assert first.alive()
         stores = {path.name for path in instance.iterdir() if path.is_dir()}
-        assert stores and stores <= {f"p{p}" for p in range(TOPOLOGY.schedule_partitions)}, stores
+        partitions = {f"p{p}" for p in range(TOPOLOGY.schedule_partitions)}
+        assert stores and stores <= partitions | {f"{name}-status" for name in partitions}, stores
     finally:
         assert first.terminate() == 0, first.log_tail()
     third = SchedulerProcess(kafka_bootstrap, unique_prefix, same_dir_elsewhere(tmp_path, "third", state),

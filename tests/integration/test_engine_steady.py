@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 import time
 
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape
+
 from scheduler.broker.local import free_port
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import SchedulerClient, make_spec
-
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics, scrape
 
 SCHEDULES = 7_000
 PERIOD_S = 3  # 2,333 occurrences a second: the seed's daily average

@@ -3,16 +3,17 @@ partitions are restored, a worker once assigned, and the API answers all three w
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import httpx
-
 from api_harness import ApiServer
 from engine_harness import SchedulerProcess, ensure_layout, scrape
+from worker_harness import WorkerProcess, enqueue, occurrence
+
+from helpers.waiting import wait_until
 from scheduler.broker.local import free_port
-from worker_harness import WorkerProcess, enqueue, occurrence, wait_for
 
 NOT_READY_YET = ("no partition assigned", "still restoring", "connection refused")
 
@@ -72,7 +73,7 @@ def test_a_worker_is_ready_once_assigned_and_counts_what_it_handles(kafka_bootst
         assert scrape(port)[("scheduler_worker_assigned_partitions", ())] >= 1
         enqueue(kafka_bootstrap, unique_prefix, [occurrence("s1", tenant)])
         succeeded = ("scheduler_worker_occurrences_total", (("outcome", "SUCCEEDED"),))
-        wait_for(lambda: scrape(port).get(succeeded) == 1, 60, "the occurrence counted as SUCCEEDED")
+        wait_until(lambda: scrape(port).get(succeeded) == 1, 60, "the occurrence counted as SUCCEEDED")
         assert scrape(port)[("scheduler_worker_handler_seconds_count", (("outcome", "SUCCEEDED"),))] == 1
         assert worker.terminate() == 0
     finally:

@@ -7,13 +7,20 @@ import signal
 import time
 
 import pytest
-
 from engine_harness import soon
-from scheduler.control.client import make_spec
 from worker_harness import (
-    CODEC, TOPOLOGY, attempt_reader, handled, kinds_by_occurrence, produce, scheduler_with_workers, status_of,
-    wait_for,
+    CODEC,
+    TOPOLOGY,
+    attempt_reader,
+    handled,
+    kinds_by_occurrence,
+    produce,
+    scheduler_with_workers,
+    status_of,
 )
+
+from helpers.waiting import wait_until
+from scheduler.control.client import make_spec
 
 TENANT = "leases"
 LEASE_MS = 2_000
@@ -37,12 +44,12 @@ def test_a_handler_running_ten_times_its_lease_keeps_its_attempt_and_finishes_on
     seconds = 10 * LEASE_MS / 1000
     client.create(TENANT, make_spec("once", soon(4), payload=str(seconds).encode(), lease_ms=LEASE_MS,
                                     retry_backoff_ms=100), schedule_id="long")
-    wait_for(lambda: notes(workdir, "ended"), 60 + seconds, "the long handler's end")
+    wait_until(lambda: notes(workdir, "ended"), 60 + seconds, "the long handler's end")
     [start], [end] = notes(workdir, "started"), notes(workdir, "ended")
     assert not end["lease_lost"] and not end["cancelled"] and end["progress_reported"], runner.log_tail()
     assert end["at"] - start["at"] >= seconds
     oid = start["occurrence_id"]
-    wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
+    wait_until(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
     status = client.occurrence(TENANT, oid)
     assert status["attempt"] == 1 and status["attempt_token"] == start["token"]
     reader = attempt_reader(kafka_bootstrap, unique_prefix)
@@ -68,12 +75,12 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
     pool = {w.proc.pid: w for w in (worker("long_run", *fast), worker("long_run", *fast))}
     client.create(TENANT, make_spec("once", soon(6), payload=b"8", lease_ms=LEASE_MS, retry_backoff_ms=100,
                                     max_attempts=3), schedule_id="victim")
-    wait_for(lambda: notes(workdir, "started"), 90, "the first attempt")
+    wait_until(lambda: notes(workdir, "started"), 90, "the first attempt")
     [first] = notes(workdir, "started")
     time.sleep(1)  # mid-run: heartbeats written
     pool[first["pid"]].kill()
     killed_at = time.time()
-    wait_for(lambda: len(notes(workdir, "started")) >= 2, 60, "the retry")
+    wait_until(lambda: len(notes(workdir, "started")) >= 2, 60, "the retry")
     death_to_retry = notes(workdir, "started")[1]["at"] - killed_at
     print(f"worker death to retry: {death_to_retry:.2f} s (lease {LEASE_MS} ms, session {SESSION_TIMEOUT_MS} ms)")
     assert death_to_retry < LEASE_MS / 1000 + 10, "lease + one turn (+ backoff, + a loaded machine's slack)"
@@ -87,7 +94,7 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
         later = {n["token"]: n for n in notes(workdir, "started")[1:]}
         return later.get(status_of(client, TENANT, oid).get("attempt_token"))
 
-    wait_for(lambda: holder() is not None, 60, "a retry holding the lease")
+    wait_until(lambda: holder() is not None, 60, "a retry holding the lease")
     retry = holder()
     assert retry is not None and retry["pid"] != first["pid"] and retry["token"] != first["token"]
     late = {"occurrence_id": oid, "schedule_id": "victim", "tenant": TENANT, "schedule_version": 1,
@@ -100,7 +107,7 @@ def test_a_killed_workers_occurrence_is_retried_by_another_under_a_new_token_and
     assert status["attempt_token"] == retry["token"] and status["state"] == "RUNNING", status
     # The replay sits before the retry's own result in the schedule's partition: once that result is in,
     # the replay was processed, and the history says what it did.
-    wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 60, "the retry's success")
+    wait_until(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 60, "the retry's success")
     status = client.occurrence(TENANT, oid)
     assert status["attempt_token"] == retry["token"] and status["attempt"] == retry["attempt"]
     results = [(e["kind"], e["attempt_token"]) for e in status["attempts"] if e["kind"] != "STARTED"]
@@ -117,18 +124,18 @@ def test_a_frozen_worker_learns_through_ctx_cancelled_that_its_lease_was_lost(sy
     frozen = worker("long_run")
     client.create(TENANT, make_spec("once", soon(4), payload=b"6", lease_ms=LEASE_MS, retry_backoff_ms=100),
                   schedule_id="frozen")
-    wait_for(lambda: notes(workdir, "started", 1), 90, "the first attempt")
+    wait_until(lambda: notes(workdir, "started", 1), 90, "the first attempt")
     oid = notes(workdir, "started", 1)[0]["occurrence_id"]
     assert frozen.proc is not None
     frozen.proc.send_signal(signal.SIGSTOP)
     try:
-        wait_for(lambda: any(e["kind"] == "LOST" for e in status_of(client, TENANT, oid).get("attempts", [])), 30,
+        wait_until(lambda: any(e["kind"] == "LOST" for e in status_of(client, TENANT, oid).get("attempts", [])), 30,
                  "the lease to be lost")
     finally:
         frozen.proc.send_signal(signal.SIGCONT)
-    wait_for(lambda: notes(workdir, "ended", 1), 30, "the frozen attempt to stop")
+    wait_until(lambda: notes(workdir, "ended", 1), 30, "the frozen attempt to stop")
     [end] = notes(workdir, "ended", 1)
     assert end["lease_lost"] and end["cancelled"], frozen.log_tail()
-    wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 60, "the retry's success")
+    wait_until(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 60, "the retry's success")
     status = client.occurrence(TENANT, oid)
     assert status["attempt"] == 2 and [e["kind"] for e in status["attempts"]].count("SUCCEEDED") == 1

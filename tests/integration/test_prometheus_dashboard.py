@@ -12,10 +12,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
+
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
-
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout, occurrence_topics
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "scheduler.json"
 RATE_INTERVAL = "10s"  # Grafana's $__rate_interval for a 1 s scrape is at least 4 scrapes
@@ -69,7 +69,7 @@ def test_dashboard_queries_show_lag_backlog_and_throttling(prometheus, kafka_boo
         time.sleep(3)  # a few more scrapes after the last dispatch
         end = time.time()
 
-        for title, exprs in dashboard_queries().items():
+        for exprs in dashboard_queries().values():
             for expr in exprs:
                 prometheus.query_range(concrete(expr), started, end)  # raises unless Prometheus accepts it
 

@@ -10,15 +10,15 @@ import uuid
 
 import psycopg
 import pytest
-
 from engine_harness import SchedulerProcess, ensure_layout, rfc3339
 from ledger_sink import CODEC, insert, record_row, sink_topics
 from reconcile_env import TENANT, reconcile, window
+from worker_harness import WorkerProcess
+
 from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.timing.instants import to_datetime
 from scheduler.timing.occurrence_id import occurrence_id
-from worker_harness import WorkerProcess
 
 T0 = 1_777_852_800_000  # 2026-05-04T00:00:00Z
 M = 60_000

@@ -9,8 +9,8 @@ import uuid
 
 import psycopg
 import pytest
-
 from reconcile_env import TENANT, reconcile, window
+
 from scheduler.audit.ledger_reader import LedgerReader
 from scheduler.audit.reconcile import reconcile as reconcile_in_memory
 from scheduler.audit.report_format import document

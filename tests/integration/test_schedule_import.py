@@ -9,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from conftest import delete_topics
 from control_env import control_env, hourly
 from engine_harness import REPO, ensure_layout
+
+from conftest import delete_topics
 from scheduler.control.bulk import CreateRequest
 from scheduler.control.client import make_spec
 from scheduler.control.command_record import command_record

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-
 from api_harness import ApiServer
 from engine_harness import REPO, ensure_layout
-from worker_harness import wait_for
+
+from helpers.waiting import wait_until
 
 
 def admin_key(bootstrap: str, prefix: str) -> str:
@@ -47,12 +47,12 @@ def test_a_key_created_through_one_server_works_on_the_other_and_a_revocation_re
         servers, kafka_bootstrap, unique_prefix):
     one, two = servers
     admin = {"Authorization": f"Bearer {admin_key(kafka_bootstrap, unique_prefix)}"}
-    wait_for(lambda: status(one, admin["Authorization"][7:]) == 200, 10, "the CLI's admin key on server one")
+    wait_until(lambda: status(one, admin["Authorization"][7:]) == 200, 10, "the CLI's admin key on server one")
     made = httpx.post(one.url() + "/v1/api-keys", headers=admin, json={"tenant": "acme"}, timeout=30)
     assert made.status_code == 201, made.text
     key = made.json()["key"]
     assert status(one, key) == 200
-    wait_for(lambda: status(two, key) == 200, 5, "the new key on server two")
+    wait_until(lambda: status(two, key) == 200, 5, "the new key on server two")
 
     listed = httpx.get(two.url() + "/v1/api-keys", headers=admin, timeout=30).json()["keys"]
     mine = [k for k in listed if k["key_id"] == made.json()["key_id"]]
@@ -64,7 +64,7 @@ def test_a_key_created_through_one_server_works_on_the_other_and_a_revocation_re
     revoked = httpx.delete(one.url() + f"/v1/api-keys/{made.json()['key_id']}", headers=admin, timeout=30)
     assert revoked.status_code == 204, revoked.text
     started = time.monotonic()
-    wait_for(lambda: status(one, key) == 401 and status(two, key) == 401, 5, "both servers to refuse the key")
+    wait_until(lambda: status(one, key) == 401 and status(two, key) == 401, 5, "both servers to refuse the key")
     print(f"revocation refused by both servers after {time.monotonic() - started:.2f} s")
     assert status(two, admin["Authorization"][7:]) == 200, "other keys are untouched"
 

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from control_env import cli, control_env, hourly
 from fastapi.testclient import TestClient
 
-from control_env import cli, control_env, hourly
 from scheduler.control.client import NotFound
 
 

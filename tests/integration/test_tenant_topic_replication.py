@@ -6,15 +6,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
-from fastapi.testclient import TestClient
-
 from control_env import cli, control_env, hourly
 from engine_harness import REPO, TOPOLOGY
+from fastapi.testclient import TestClient
+
+from helpers.waiting import wait_until
 from scheduler.kafka.replication import REPLICATION_ENV, replication
 
 pytestmark = pytest.mark.integration
@@ -40,10 +40,8 @@ def replication_of(admin: AdminClient, topic: str) -> tuple[int, str, bool]:
 
 
 def wait_for_topics(admin: AdminClient, names: list[str], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not set(names) <= set(admin.list_topics(timeout=10).topics):
-        assert time.monotonic() < deadline, f"topics never created: {names}"
-        time.sleep(0.2)
+    wait_until(lambda: set(names) <= set(admin.list_topics(timeout=10).topics), timeout,
+               f"the topics {names}", interval=0.2)
 
 
 def test_tenant_topics_from_every_door_get_the_decided_replication(env):

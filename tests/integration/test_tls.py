@@ -11,17 +11,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from api_harness import ApiServer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-
-from api_harness import ApiServer
 from engine_harness import SchedulerProcess, ensure_layout
-from scheduler.control.acls import scram_client_config
+from worker_harness import WorkerProcess, handled, status_of
+
+from helpers.waiting import wait_until
 from scheduler.broker.local import SUPER_USER, LocalBroker, free_port
+from scheduler.control.acls import scram_client_config
 from scheduler.control.client import SchedulerClient, Unavailable, make_spec
-from worker_harness import WorkerProcess, handled, status_of, wait_for
 
 TENANT = "tls"
 
@@ -61,9 +62,9 @@ def test_the_scheduler_a_worker_and_the_client_round_trip_over_sasl_ssl(tls_brok
         with SchedulerClient(bootstrap, prefix, timeout_s=60, client_config=conf) as client:
             now = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=4)
             client.create(TENANT, make_spec("once", now.isoformat().replace("+00:00", "Z")), schedule_id="enc")
-            wait_for(lambda: handled(tmp_path / "work"), 90, "the occurrence through SASL_SSL")
+            wait_until(lambda: handled(tmp_path / "work"), 90, "the occurrence through SASL_SSL")
             oid = handled(tmp_path / "work")[0]["occurrence_id"]
-            wait_for(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
+            wait_until(lambda: status_of(client, TENANT, oid).get("state") == "SUCCEEDED", 30, "SUCCEEDED")
     finally:
         worker.stop_quietly()
         scheduler.terminate()

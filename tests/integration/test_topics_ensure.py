@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 
 import pytest
@@ -16,6 +15,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from helpers.waiting import wait_until
 from scheduler.cli_support import EXIT_UNAVAILABLE
 from scheduler.control import topology_cli
 from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
@@ -54,18 +54,9 @@ def partition_count(admin: AdminClient, topic: str) -> int:
     return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
+def visible(condition: Callable[[], bool], what: str) -> None:
     """Admin changes reach the broker through the metadata log; give them a moment to be visible."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if condition():
-                return
-        except KafkaException:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.2)
+    wait_until(condition, 15.0, what, interval=0.2, ignoring=(KafkaException,))
 
 
 def test_second_ensure_changes_nothing(
@@ -122,8 +113,8 @@ def test_drift_is_reported_by_the_cli_and_left_unchanged(
         future.result()
     for future in admin.create_partitions([NewPartitions(attempts, 10)]).values():
         future.result()
-    wait_until(lambda: topic_config(admin, commands)["retention.ms"] == ONE_DAY_MS)
-    wait_until(lambda: partition_count(admin, attempts) == 10)
+    visible(lambda: topic_config(admin, commands)["retention.ms"] == ONE_DAY_MS, "the new retention")
+    visible(lambda: partition_count(admin, attempts) == 10, "the added partitions")
     capsys.readouterr()
 
     code = run_cli(["topics", "ensure", "--bootstrap", kafka_bootstrap, "--prefix", unique_prefix])

@@ -5,8 +5,8 @@ import uuid
 
 import pytest
 from confluent_kafka import KafkaException
-
 from engine_harness import TOPOLOGY, TopicReader, ensure_layout
+
 from scheduler.kafka.transactional import TransactionalProducer, is_fenced
 
 

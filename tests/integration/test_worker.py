@@ -5,13 +5,22 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
-from scheduler.wire.partitioning import partition_for
-
 from worker_harness import (
-    TOPOLOGY, WorkerProcess, attempt_partitions, attempt_reader, create_layout, enqueue, handled, kinds_by_occurrence,
-    occurrence, publish_states, schedule_state, wait_for,
+    TOPOLOGY,
+    WorkerProcess,
+    attempt_partitions,
+    attempt_reader,
+    create_layout,
+    enqueue,
+    handled,
+    kinds_by_occurrence,
+    occurrence,
+    publish_states,
+    schedule_state,
 )
+
+from helpers.waiting import wait_until
+from scheduler.wire.partitioning import partition_for
 
 pytestmark = pytest.mark.integration
 TENANT = "acme"
@@ -38,8 +47,9 @@ def test_success_is_recorded_then_committed_so_a_restarted_worker_does_not_rerun
     reader = attempt_reader(kafka_bootstrap, layout)
     worker = WorkerProcess(kafka_bootstrap, layout, TENANT, "worker_handlers:record", tmp_path)
     workers.append(worker.start())
-    done = lambda ids: lambda got: sum(r.record["kind"] == "SUCCEEDED" and r.record["occurrence_id"] in ids
-                                       for r in got) >= len(ids)
+    def done(ids):
+        return lambda got: sum(r.record["kind"] == "SUCCEEDED" and r.record["occurrence_id"] in ids
+                               for r in got) >= len(ids)
     reader.until(done({o["occurrence_id"] for o in first}), timeout=30)
     assert worker.terminate() == 0, worker.log_tail()
 
@@ -133,7 +143,7 @@ def test_higher_priorities_run_first(kafka_bootstrap, layout, tmp_path, workers)
               for priority in ("LOW", "NORMAL", "HIGH") for n in range(4)]
     enqueue(kafka_bootstrap, layout, queued)
     workers.append(WorkerProcess(kafka_bootstrap, layout, TENANT, "worker_handlers:record", tmp_path).start())
-    wait_for(lambda: len(handled(tmp_path)) >= len(queued), timeout=30, what="every occurrence handled")
+    wait_until(lambda: len(handled(tmp_path)) >= len(queued), timeout=30, what="every occurrence handled")
     order = [h["priority"] for h in handled(tmp_path)]
     assert order == ["high"] * 4 + ["normal"] * 4 + ["low"] * 4
 
@@ -146,10 +156,10 @@ def test_high_priority_work_arriving_while_low_priority_work_waits_runs_next(
             for n in range(4)]
     enqueue(kafka_bootstrap, layout, lows)
     workers.append(WorkerProcess(kafka_bootstrap, layout, TENANT, "worker_handlers:record", tmp_path).start())
-    wait_for(lambda: handled(tmp_path), timeout=30, what="the first low-priority occurrence to start")
+    wait_until(lambda: handled(tmp_path), timeout=30, what="the first low-priority occurrence to start")
     assert [h["occurrence_id"] for h in handled(tmp_path)] == [lows[0]["occurrence_id"]]
     enqueue(kafka_bootstrap, layout, [occurrence(f"high-{n}", TENANT, priority="HIGH") for n in range(2)])
-    wait_for(lambda: len(handled(tmp_path)) >= 6, timeout=30, what="every occurrence handled")
+    wait_until(lambda: len(handled(tmp_path)) >= 6, timeout=30, what="every occurrence handled")
     order = [h["occurrence_id"] for h in handled(tmp_path)]
     assert order[0] == lows[0]["occurrence_id"]
     assert {o.split("/")[0] for o in order[1:3]} == {"high-0", "high-1"}
@@ -170,7 +180,7 @@ def test_worker_killed_after_its_side_effect_gets_the_occurrence_again_and_once_
     doomed = WorkerProcess(kafka_bootstrap, layout, TENANT, "worker_handlers:sqlite_effect", tmp_path,
                            env={"WORKER_TEST_HANG_AFTER_EFFECT": "1"})
     workers.append(doomed.start())
-    wait_for(lambda: len(handled(tmp_path)) == 1, timeout=30, what="the side effect of the first delivery")
+    wait_until(lambda: len(handled(tmp_path)) == 1, timeout=30, what="the side effect of the first delivery")
     doomed.kill()
 
     workers.append(WorkerProcess(kafka_bootstrap, layout, TENANT, "worker_handlers:sqlite_effect", tmp_path).start())

@@ -7,13 +7,22 @@ import subprocess
 import sys
 
 import pytest
+from worker_harness import (
+    HERE,
+    REPO,
+    TOPOLOGY,
+    attempt_partitions,
+    attempt_reader,
+    create_layout,
+    enqueue,
+    handled,
+    kinds_by_occurrence,
+    occurrence,
+    publish_states,
+    schedule_state,
+)
 
 from scheduler.wire.partitioning import partition_for
-
-from worker_harness import (
-    HERE, REPO, TOPOLOGY, attempt_partitions, attempt_reader, create_layout, enqueue, handled, kinds_by_occurrence, occurrence,
-    publish_states, schedule_state,
-)
 
 pytestmark = pytest.mark.integration
 TENANT = "acme"

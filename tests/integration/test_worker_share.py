@@ -3,10 +3,16 @@ the share group and acknowledged after their attempt events are written."""
 from __future__ import annotations
 
 import pytest
-
 from worker_harness import (
-    WorkerProcess, attempt_reader, create_layout, enqueue, handled, kinds_by_occurrence, occurrence,
-    publish_states, schedule_state,
+    WorkerProcess,
+    attempt_reader,
+    create_layout,
+    enqueue,
+    handled,
+    kinds_by_occurrence,
+    occurrence,
+    publish_states,
+    schedule_state,
 )
 
 pytestmark = pytest.mark.integration

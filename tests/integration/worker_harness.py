@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+from engine_harness import SchedulerProcess, TopicReader, ensure_layout
 
 from scheduler.control.client import SchedulerClient
 from scheduler.control.errors import NotFound
@@ -22,8 +23,6 @@ from scheduler.kafka.admin import ensure_topics
 from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
 from scheduler.wire.topology import Topology
-
-from engine_harness import SchedulerProcess, TopicReader, ensure_layout
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -100,14 +99,6 @@ def status_of(client: Any, tenant: str, occurrence_id: str) -> dict[str, Any]:
         return {}
 
 
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.1)
-
-
 @dataclass
 class WorkerProcess:
     """`scheduler worker` as a child process, so a test can SIGTERM or SIGKILL it for real."""
@@ -121,7 +112,7 @@ class WorkerProcess:
     env: dict[str, str] | None = None
     proc: subprocess.Popen | None = None
 
-    def start(self) -> "WorkerProcess":
+    def start(self) -> WorkerProcess:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / f"worker-{uuid.uuid4().hex[:6]}.log"
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix,

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from scheduler.cli import build_parser
 from scheduler.api.health_routes import ApiMetrics
 from scheduler.audit.reconcile_follow import ReconcileMetrics
+from scheduler.cli import build_parser
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.worker.metrics import WorkerMetrics
 

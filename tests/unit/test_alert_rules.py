@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from docs_mentions import METRIC, REPO, metric_names
 
 RULES = REPO / "docs" / "prometheus" / "alerts.yml"

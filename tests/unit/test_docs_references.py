@@ -22,9 +22,6 @@ import json
 import re
 
 import pytest
-
-from scheduler.wire import vocabulary
-
 from docs_mentions import (
     DOCS,
     METRIC,
@@ -37,6 +34,8 @@ from docs_mentions import (
     metric_names,
     path_problems,
 )
+
+from scheduler.wire import vocabulary
 
 DASHBOARD = REPO / "docs" / "grafana" / "scheduler.json"
 

@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, Self, TypeVar
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -17,9 +17,11 @@ from scheduler.wire.codec import Codec, DecodeError, RecordCodec
 log = logging.getLogger(__name__)
 
 Record = dict[str, Any]
+R = TypeVar("R", bound=Mapping[str, Any])  # the record type of a view's topic (scheduler.wire.records)
 
 
-def watermarks(consumer: Consumer, topic: str, partitions: list[int], timeout: float = 15.0) -> dict[int, tuple[int, int]]:
+def watermarks(consumer: Consumer, topic: str, partitions: list[int],
+               timeout: float = 15.0) -> dict[int, tuple[int, int]]:
     """(low, high) per partition, retried while a new topic's leaders are still being elected."""
     deadline = time.monotonic() + timeout
     while True:
@@ -36,7 +38,7 @@ class ViewUnavailable(RuntimeError):
     """The view's topic does not exist (run `scheduler topics ensure`)."""
 
 
-class CompactedView:
+class CompactedView(Generic[R]):
     """Latest decoded value per key of one compacted topic; subclasses index it."""
 
     schema = ""
@@ -49,7 +51,7 @@ class CompactedView:
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._applied: dict[int, int] = {}
-        self._listeners: list[Callable[[str, Record | None], None]] = []
+        self._listeners: list[Callable[[str, R | None], None]] = []
         conf = client_settings(connection(bootstrap, client_config), {
             "group.id": f"view-{uuid.uuid4()}",  # required by the client; never joined nor committed
             "enable.auto.commit": False,
@@ -81,7 +83,7 @@ class CompactedView:
         self.consumer.close()
         self._offsets.close()
 
-    def __enter__(self) -> "CompactedView":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -142,16 +144,16 @@ class CompactedView:
             return
         self._put(key.decode(errors="replace"), record)
 
-    def _put(self, key: str, record: Record) -> None:
+    def _put(self, key: str, record: R) -> None:
         raise NotImplementedError
 
     def _delete(self, key: str) -> None:
         raise NotImplementedError
 
-    def _entries(self) -> Mapping[str, Record]:
+    def _entries(self) -> Mapping[str, R]:
         raise NotImplementedError
 
-    def subscribe(self, listener: Callable[[str, Record | None], None]) -> None:
+    def subscribe(self, listener: Callable[[str, R | None], None]) -> None:
         """Call `listener(key, record)` for every entry held now, then for every change (None: deleted).
 
         Derived indexes (the console's forecast and tenant figures) follow the view this way
@@ -162,6 +164,6 @@ class CompactedView:
                 listener(key, record)
             self._listeners.append(listener)
 
-    def _changed(self, key: str, record: Record | None) -> None:
+    def _changed(self, key: str, record: R | None) -> None:
         for listener in self._listeners:
             listener(key, record)

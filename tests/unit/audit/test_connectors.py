@@ -76,11 +76,11 @@ def test_the_ddl_has_a_column_of_the_right_type_for_every_field_of_every_sunk_re
     ddl = (Path(tables.__file__).parent / "ledger.sql").read_text()
     spelled = {"timestamptz": "timestamp with time zone"}
     for table in TABLES:
-        created = re.search(r"CREATE TABLE IF NOT EXISTS \{schema\}\.%s \((.*?)\n\);" % table.name, ddl, re.S)
+        created = re.search(rf"CREATE TABLE IF NOT EXISTS \{{schema\}}\.{table.name} \((.*?)\n\);", ddl, re.S)
         assert created, table.name
         columns = dict(re.findall(r"(?:^|,)\s*([a-z_]+) (text|integer|bigint|boolean|bytea|timestamptz)\b",
                                   " ".join(created.group(1).split())))
-        columns.update(re.findall(r"ALTER TABLE \{schema\}\.%s ADD COLUMN IF NOT EXISTS ([a-z_]+) ([a-z]+);"
-                                  % table.name, ddl))
+        columns.update(re.findall(rf"ALTER TABLE \{{schema\}}\.{table.name} ADD COLUMN IF NOT EXISTS ([a-z_]+) ([a-z]+);",
+                                  ddl))
         got = {name: spelled.get(kind, kind) for name, kind in columns.items()}
         assert got == expected_columns(table), table.name

@@ -7,8 +7,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from scheduler.audit.expected import BACKFILL, PAUSED, SCHEDULE, TRIGGER, expected_occurrences
-from scheduler.audit.ledger import (AttemptRow, AttemptSummary, DeadLetterRow, DispatchRow, EventRow, Ledger,
-                                    ResultRow, VersionRow, summarize)
+from scheduler.audit.ledger import (
+    AttemptRow,
+    AttemptSummary,
+    DeadLetterRow,
+    DispatchRow,
+    EventRow,
+    Ledger,
+    ResultRow,
+    VersionRow,
+    summarize,
+)
 from scheduler.audit.reconcile import CLASSIFICATIONS, lag_stats, reconcile
 from scheduler.audit.vocabulary import enum_symbols
 from scheduler.control.client import make_spec

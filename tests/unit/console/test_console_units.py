@@ -6,17 +6,17 @@ from datetime import datetime, timezone
 import pytest
 
 from scheduler.api.keys import KeyStore, create_key, revoke_key
-from scheduler.control.client import make_spec
-from scheduler.console.engine_metrics import figures, histogram_quantile, parse, _delta
-from scheduler.console.fires import fire_rows
 from scheduler.console.actions import _edited, _safe_next
+from scheduler.console.engine_metrics import _delta, figures, histogram_quantile, parse
+from scheduler.console.fires import fire_rows
 from scheduler.console.ledger import schema_name
-from scheduler.console.web import PageError
 from scheduler.console.occurrence_stats import OccurrenceStats, p99
 from scheduler.console.sessions import Sessions, csrf_ok
+from scheduler.console.web import PageError
+from scheduler.control.client import make_spec
 from scheduler.timing import instants
-from scheduler.timing.spec_record import compile_spec
 from scheduler.timing.fires import fires_between, instants_between
+from scheduler.timing.spec_record import compile_spec
 
 METRICS = """# TYPE scheduler_schedule_lag_seconds histogram
 scheduler_schedule_lag_seconds_bucket{lane="strict",le="0.1"} 90.0

@@ -6,8 +6,8 @@ import random
 from collections import Counter
 from datetime import datetime, timezone
 
-from scheduler.control.client import make_spec
 from scheduler.console.forecast import FLEXIBLE, STRICT, ForecastIndex, read, share_of, window_start
+from scheduler.control.client import make_spec
 from scheduler.timing import instants
 from scheduler.timing.fires import fires_between
 

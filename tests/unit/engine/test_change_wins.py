@@ -3,11 +3,12 @@ failing over) wins over it, and the event says which it was (docs/time-semantics
 from __future__ import annotations
 
 import pytest
+from task_builder import CODEC, make_task, outputs
 
 from scheduler.control.client import make_spec
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH
-from task_builder import CODEC, make_task, outputs
+
 MINUTE = 60_000
 START = 1_800_000_000_000 - 1_800_000_000_000 % MINUTE + 5_000  # 5 s past a minute
 

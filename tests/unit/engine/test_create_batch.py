@@ -3,11 +3,11 @@ what a batch may not hold refused by itself; and a PENDING state read back as th
 from __future__ import annotations
 
 import pytest
+from task_builder import CODEC, make_task, outputs
 
 from scheduler.control.client import make_spec
 from scheduler.engine.task import SchedulerTask
 from scheduler.wire.partitioning import partition_for
-from task_builder import CODEC, make_task, outputs
 
 START = 1_800_000_000_000
 PARTITIONS = 2

@@ -3,11 +3,11 @@ what it emits and what it leaves in the store once the turn commits."""
 from __future__ import annotations
 
 import pytest
+from task_builder import CODEC, admit_schedule, make_task, outputs
 
 from scheduler.control.client import make_spec
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH
-from task_builder import CODEC, admit_schedule, make_task, outputs
 
 MINUTE = 60_000
 START = 1_800_000_000_000 - 1_800_000_000_000 % MINUTE + 5_000

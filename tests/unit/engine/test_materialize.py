@@ -1,8 +1,8 @@
 from scheduler.control.client import make_spec
 from scheduler.engine.materialize import plan
-from scheduler.timing.spec_record import compile_spec
-from scheduler.timing.occurrence_id import occurrence_id
 from scheduler.timing.instants import to_datetime
+from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.timing.spec_record import compile_spec
 
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z, a multiple of 5 minutes
 MIN = 60_000

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, generate_latest
 
 from scheduler.engine import timeline_keys
-from scheduler.engine.timeline_keys import DISPATCH
 from scheduler.engine.metrics import EngineMetrics, PartitionReading
+from scheduler.engine.timeline_keys import DISPATCH
 
 T = 1_767_225_600_000
 

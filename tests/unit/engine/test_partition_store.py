@@ -1,10 +1,24 @@
+import gc
 import signal
 import subprocess
 import sys
+import time
 
-from scheduler.engine.partition_store import PartitionStore, StoreTransaction
-from scheduler.engine.timeline_keys import (DISPATCH, END, WAKE, LocalEntry, due_ms_of, lane_bound, occurrence_key,
-                                            wake_key, wake_schedule_id)
+from rocksdict import Options, Rdict
+
+from scheduler.engine.partition_store import STATUS_TTL_SECONDS, PartitionStore, StoreTransaction
+from scheduler.engine.timeline_keys import (
+    DISPATCH,
+    END,
+    WAKE,
+    LocalEntry,
+    due_ms_of,
+    lane_bound,
+    occurrence_key,
+    wake_key,
+    wake_schedule_id,
+)
+from scheduler.wire.topology import Topology, default_topology_file
 
 
 def test_writes_are_invisible_to_the_store_until_committed(tmp_path):
@@ -115,3 +129,57 @@ def test_a_kill_after_unlogged_writes_leaves_the_last_checkpoint_and_all_it_clai
         assert store.get("schedules", b"s2") is None, "written after the checkpoint, unlogged: lost, read again"
     finally:
         store.close()
+
+
+def test_the_status_store_lives_in_its_own_database_with_its_offsets(tmp_path):
+    store = PartitionStore(tmp_path / "p0")
+    store.write({"occurrences": {b"occ-1": b"s"}, "schedules": {b"s1": b"v"}}, {"occurrences": 5, "schedules": 9})
+    bulk = store.bulk()
+    bulk.put(b"occ-2", b"t", bulk.handle("occurrences"))
+    bulk.commit()
+    del bulk  # its column family handle would keep the database open
+    store.checkpoint({"occurrences": 6})
+    store.close()
+    assert (tmp_path / "p0-status" / "CURRENT").exists()
+    again = PartitionStore(tmp_path / "p0")
+    assert (again.get("occurrences", b"occ-1"), again.get("occurrences", b"occ-2")) == (b"s", b"t")
+    assert (again.changelog_offset("occurrences"), again.changelog_offset("schedules")) == (6, 9)
+    again.close()
+
+
+def test_a_status_older_than_the_ttl_is_dropped_by_compaction_and_the_other_stores_keep_theirs(tmp_path):
+    store = PartitionStore(tmp_path / "p0", status_ttl_seconds=1)
+    store.write({"occurrences": {b"occ-old": b"s"}, "schedules": {b"s1": b"v"}}, {})
+    deadline = time.monotonic() + 15
+    while store.get("occurrences", b"occ-old") is not None and time.monotonic() < deadline:
+        store.write({"occurrences": {b"occ-new": str(time.monotonic()).encode()}}, {})
+        store.compact()
+        time.sleep(0.2)
+    assert store.get("occurrences", b"occ-old") is None
+    assert store.get("schedules", b"s1") == b"v"
+    store.close()
+
+
+def test_the_status_ttl_is_the_changelogs_retention():
+    topology = Topology.load(default_topology_file())
+    retention_ms = topology.topics["occurrence-status-changelog"].config["retention.ms"]
+    assert STATUS_TTL_SECONDS * 1000 == int(retention_ms)
+
+
+def test_a_status_family_of_the_older_layout_is_dropped_and_restored_from_its_changelog(tmp_path):
+    path = tmp_path / "p0"
+    families = {name: Options(raw_mode=True) for name in ("schedules", "timeline", "occurrences", "admissions", "meta")}
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    old = Rdict(str(path), options=options, column_families=families)
+    old.get_column_family("occurrences")[b"occ-1"] = b"s"
+    old.get_column_family("schedules")[b"s1"] = b"v"
+    old.get_column_family("meta")[b"occurrences"] = (12).to_bytes(8, "big")
+    old.close()
+    del old
+    gc.collect()
+    store = PartitionStore(path)
+    assert store.get("schedules", b"s1") == b"v"
+    assert store.get("occurrences", b"occ-1") is None and store.changelog_offset("occurrences") == 0
+    store.close()

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from task_builder import CODEC, admit_schedule, make_task
 
 from scheduler.control.client import make_spec
 from scheduler.engine.occurrence_timeline import MAX_STRIDE_MS, PLANNED_PER_CLOCK_READ, planning_lead_ms
 from scheduler.engine.timeline_keys import DISPATCH, WAKE, due_ms_of
-from task_builder import CODEC, admit_schedule, make_task
 
 START = 1_800_000_000_000
 HORIZON = 120_000

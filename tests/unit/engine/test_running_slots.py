@@ -5,7 +5,8 @@ Messages between the sides are handed over by the test the way the topics would 
 import itertools
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 from scheduler.engine.running_slots import RunningSlots, ledger_change, share_out

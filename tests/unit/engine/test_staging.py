@@ -1,13 +1,21 @@
 """Staged bursts: the pure decisions, and a task's part over a real RocksDB store (no Kafka)."""
 import pytest
+import task_builder
 
 from scheduler.engine import stage_layout, stage_records, staging
 from scheduler.engine.burst_count import COUNT_SLICE, BurstCounter
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.staging import LEAD_SLACK_MS, MARGIN_MS, Stage, StagedPartition, instant_range, lead_ms, should_start
+from scheduler.engine.staging import (
+    LEAD_SLACK_MS,
+    MARGIN_MS,
+    Stage,
+    StagedPartition,
+    instant_range,
+    lead_ms,
+    should_start,
+)
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
-import task_builder
 
 T = 1_800_000_000_000
 

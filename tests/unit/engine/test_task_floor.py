@@ -1,5 +1,6 @@
-from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
 from task_builder import make_task
+
+from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
 
 
 def task_with(tmp_path, due_times):

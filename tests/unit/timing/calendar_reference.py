@@ -13,7 +13,6 @@ from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
-
 from timing_reference import resolve
 
 

@@ -23,7 +23,7 @@ def test_calendar_marks_fire_days_dst_changes_and_exdates(capsys):
     lines = out.splitlines()
     assert code == 0
     assert "March 2026" in lines[2] and lines[3].split() == ["Mo", "Tu", "We", "Th", "Fr", "Sa", "Su"]
-    march = lines[lines.index(next(l for l in lines if "March 2026" in l)):]
+    march = lines[lines.index(next(line for line in lines if "March 2026" in line)):]
     grid = "\n".join(march[:8])
     assert " 1*" in grid and " 8*" in grid and "15x" in grid and "22*" in grid and "29 !" in grid
     assert "  ! 2026-03-29 02:00:00 -> 03:00:00  UTC+01:00 -> UTC+02:00  (gap of 1:00:00)" in lines

@@ -5,17 +5,16 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from calendar_reference import _fires, clamped_month_days, reference_cron_days, reference_rrule, rrule_walls
+from dateutil.rrule import rrulestr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from calendar_reference import clamped_month_days, reference_cron_days, reference_rrule, rrule_walls, _fires
-from dateutil.rrule import rrulestr
+from timing_reference import UTC, transitions
+from timing_strategies import ZONES, gaps, near_transition, overlaps
 
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import count_fires, excluded_between, next_fires
 from scheduler.timing.spec import parse_spec
-from timing_reference import UTC, transitions
-from timing_strategies import ZONES, gaps, near_transition, overlaps
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -13,10 +13,10 @@ import pytest
 from croniter import CroniterBadDateError, croniter
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from timing_reference import cron_matches
 
 from scheduler.timing.fires import next_fires
 from scheduler.timing.spec import SpecError, parse_spec
-from timing_reference import cron_matches
 
 UTC = timezone.utc
 

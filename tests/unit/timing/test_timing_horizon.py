@@ -13,11 +13,18 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
-
 from preview_cli import run_preview
+
 from scheduler.timing import fires as fires_module
-from scheduler.timing.fires import (count_fires, excluded_between, fires_between, next_fire, next_fires, nth_fire,
-                                    require_fire)
+from scheduler.timing.fires import (
+    count_fires,
+    excluded_between,
+    fires_between,
+    next_fire,
+    next_fires,
+    nth_fire,
+    require_fire,
+)
 from scheduler.timing.horizon import SEARCH_HORIZON_YEARS
 from scheduler.timing.misfire import resolve_misfire
 from scheduler.timing.spec import ScheduleSpec, SpecError, parse_spec
@@ -66,7 +73,7 @@ def test_every_search_of_a_pathological_spec_is_answered_within_a_second(kind):
         "misfire": lambda: resolve_misfire(spec, NOW, NOW + timedelta(days=3650), timedelta(seconds=60),
                                            "CATCH_UP", 5),
     }
-    for name, search in searches.items():
+    for search in searches.values():
         _cold()
         _within_a_second(search)
     if kind == "rrule":
@@ -139,8 +146,8 @@ def test_a_schedule_whose_fires_run_out_ends_its_searches_at_once():
     window = parse_spec("cron", "30 1 * * *", "Europe/Dublin", end_at=datetime(2026, 6, 1, tzinfo=UTC))
     for spec in (ended, counted, window):
         _cold()
-        assert _within_a_second(lambda: next_fires(spec, NOW, 10)) == []
-        assert _within_a_second(lambda: nth_fire(spec, NOW, 1)) is None
+        assert _within_a_second(lambda spec=spec: next_fires(spec, NOW, 10)) == []
+        assert _within_a_second(lambda spec=spec: nth_fire(spec, NOW, 1)) is None
     with pytest.raises(SpecError, match="its days end"):
         require_fire(ended, NOW)
     require_fire(window, NOW)  # a window closing before the first fire is accepted, as before

@@ -6,11 +6,11 @@ from datetime import datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from timing_reference import UTC, reference_cron, transitions
+from timing_strategies import gaps, near_transition, overlaps
 
 from scheduler.timing.fires import count_fires, next_fires, nth_fire
 from scheduler.timing.spec import parse_spec
-from timing_reference import UTC, reference_cron, transitions
-from timing_strategies import gaps, near_transition, overlaps
 
 HORIZON = timedelta(days=2)
 PROPERTY_SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

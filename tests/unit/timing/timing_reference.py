@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import calendar
 from datetime import datetime, timedelta, timezone
-from functools import lru_cache
+from functools import cache
 from zoneinfo import ZoneInfo
 
 from scheduler.timing.cron import parse_cron
@@ -82,7 +82,7 @@ def reference_cron(expression: str, zone_name: str, gap: str, overlap: str, wall
     return sorted(best.items())
 
 
-@lru_cache(maxsize=None)
+@cache
 def transitions(zone_name: str, first_year: int = 2000, last_year: int = 2037) -> tuple[datetime, ...]:
     """Offset changes found by sampling every 6 hours and bisecting to the second."""
     zone = ZoneInfo(zone_name)

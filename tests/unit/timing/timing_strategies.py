@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from hypothesis import strategies as st
-
 from timing_reference import UTC, transitions
 
 ZONES = (

@@ -234,8 +234,8 @@ def test_every_type_and_field_is_documented_and_every_enum_can_evolve() -> None:
 def test_an_rrule_spec_reads_as_unknown_for_a_v1_reader_which_rejects_it() -> None:
     """SpecKind gained RRULE after UNKNOWN (old symbol indexes unchanged); v1 readers fall back to UNKNOWN."""
     from scheduler.control.client import make_spec
-    from scheduler.timing.spec_record import compile_spec
     from scheduler.timing.errors import SpecError
+    from scheduler.timing.spec_record import compile_spec
 
     current = load_current(schema_dir())["scheduler.v1.ScheduleSpec"]
     v1 = next(v for v in load_history(schema_dir()) if v.short_name == "ScheduleSpec")

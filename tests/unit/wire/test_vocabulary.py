@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.control import specs
-from scheduler.control import schedule_cli as control_cli
-from scheduler.control import tenants
-from scheduler.wire import vocabulary
 from scheduler.api import models
+from scheduler.control import schedule_cli as control_cli
+from scheduler.control import specs, tenants
 from scheduler.timing import cron, dst, misfire, spec
+from scheduler.wire import vocabulary
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 
