@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from dateutil import parser as dateparser
 
+from scheduler.audit.ledger import DEFAULT_BATCH
 from scheduler.cli_support import (
     EXIT_BAD_INPUT,
     EXIT_FINDING,
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
 DATABASE_ENV = "AUDIT_DATABASE_URL"
 EXIT_FOUND, EXIT_UNUSABLE = EXIT_FINDING, EXIT_BAD_INPUT
-DEFAULT_BATCH = 20_000  # rows per COPY and per fetch: the reconciler's memory is a few batches
 DEFAULT_SETTLE_MS, DEFAULT_WINDOW_MS = 120_000, 60_000
 
 

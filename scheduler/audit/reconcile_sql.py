@@ -25,9 +25,16 @@ import psycopg
 from psycopg import sql
 
 from scheduler.audit.expected import PAUSED, Expected, VersionSpan, schedule_occurrences, version_spans
-from scheduler.audit.ledger import FAILED_STEP, FINAL_STEPS, LIVE_STEPS, DeadLetterRow, ResultRow, VersionRow
+from scheduler.audit.ledger import (
+    DEFAULT_BATCH,
+    FAILED_STEP,
+    FINAL_STEPS,
+    LIVE_STEPS,
+    DeadLetterRow,
+    ResultRow,
+    VersionRow,
+)
 from scheduler.audit.reconcile import ABSENT, DEAD, ENQUEUED, EVENT_KINDS, FAILED, RETRIED, RUNNING, SKIPPED_PAUSED
-from scheduler.audit.reconcile_cli import DEFAULT_BATCH
 from scheduler.timing.occurrence_id import occurrence_ids
 
 WORK_MEM = "64MB"  # per sort or hash of one query: PostgreSQL's share of the memory bound

@@ -14,9 +14,9 @@ import psycopg
 from psycopg import sql
 
 from scheduler.audit.expected import Expected, VersionSpan
+from scheduler.audit.ledger import DEFAULT_BATCH
 from scheduler.audit.ledger_reader import LedgerReader
 from scheduler.audit.reconcile import ABSENT, CLASSIFICATIONS, Classified, LagStats, Unexpected
-from scheduler.audit.reconcile_cli import DEFAULT_BATCH
 from scheduler.audit.reconcile_sql import Loaded, SqlReconciler
 
 _OCCURRENCE_COLUMNS = ("occurrence_id, schedule_id, schedule_version, scheduled_for_ms, available_at_ms, origin, "
