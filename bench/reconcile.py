@@ -1,7 +1,7 @@
-"""Benchmark: `scheduler reconcile` over one million occurrences in a real PostgreSQL ledger.
+"""Benchmark: `scheduler reconcile` over millions of occurrences in a real PostgreSQL ledger, before and after.
 
-Run:  .venv/bin/python bench/reconcile.py [--occurrences 1000000] [--schedules 1000] [--rounds 3]
-      [--database-url URL]   (default: $AUDIT_DATABASE_URL, else a throw-away local server)
+Run:  .venv/bin/python bench/reconcile.py [--occurrences 1000000] [--schedules 1000] [--rounds 1]
+      [--before /work/main] [--database-url URL]   (default: $AUDIT_DATABASE_URL, else a throw-away local server)
 
 Synthetic ledger, shaped as the sink writes it (scheduler/audit/ledger.sql): `--schedules` rate
 schedules `every 1s` of one tenant over one window; one schedule in ten was UPDATEd half-way (two
@@ -9,33 +9,30 @@ versions, the second on a 2 s period); at least `--occurrences` expected in all.
 one dispatch row (plus 0.1 % duplicate deliveries) and a STARTED and a SUCCEEDED attempt row; one in a
 thousand also a MISSED event instead. Rows are loaded with COPY, then ANALYZEd.
 
-Timed, `--rounds` times (plus one cold CLI round first), medians of wall and CPU time reported:
-* the CLI end to end: `scheduler reconcile --tenant bench --from A --to B --json` as a child process
-  (interpreter start, imports, reading every row over a local Unix socket, recomputing the expected
-  set with the time core, classifying, rendering the JSON to /dev/null);
-* in process, the same phases apart: reading (LedgerReader.read), the expected set
-  (expected_occurrences: fires + occurrence ids + jitter), and classification (reconcile() minus it).
-Not included: loading the rows, PostgreSQL's cold cache on the first round (reported, not in the
-median), network latency to a remote database.
+Timed, `--rounds` times each (median reported), as a child process: `scheduler reconcile --tenant bench
+--from A --to B --json` end to end (interpreter start, imports, the expected set by the time core, the
+classification, the JSON to /dev/null), from this checkout and, with `--before CHECKOUT` (e.g. /work/main),
+from that checkout's code on the same ledger (the in-memory reconcile before issue 30). Measured: wall
+time, occurrences/s, CPU of the child and of PostgreSQL's backends (read from /proc: a local server
+only), the child's peak RSS (VmHWM) and the largest backend's peak RSS, sampled every 100 ms.
+Not included: loading the rows, network latency to a remote database.
 """
 from __future__ import annotations
 
 import argparse
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg
 
-from scheduler.audit.expected import expected_occurrences
-from scheduler.audit.ledger_reader import LedgerReader
-from scheduler.audit.reconcile import reconcile
 from scheduler.audit.tables import ensure_tables, schema_name
 from scheduler.control.client import make_spec
 from scheduler.timing.instants import to_datetime
@@ -134,43 +131,122 @@ def load(conn: psycopg.Connection, occurrences: int, schedules: int) -> tuple[in
     return T0, to_ms, expected, written
 
 
-def _cli(url: str, from_ms: int, to_ms: int) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the child: user + system; PostgreSQL's own CPU is not in it)."""
-    env = {**os.environ, "AUDIT_DATABASE_URL": url, "SCHEDULER_TOPIC_PREFIX": PREFIX}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "scheduler", "reconcile", "--tenant", TENANT, "--from",
-                           _iso(from_ms), "--to", _iso(to_ms), "--json"], cwd=REPO, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - began
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        raise SystemExit(f"reconcile exited {done.returncode}: {done.stderr}")
-    return elapsed, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+class PostgresSampler:
+    """Peaks of the local server's backends while a run lasts (a thread reads /proc every 100 ms): the
+    largest backend's resident set (VmRSS: its private memory plus the shared buffers it touched) and
+    its private part (RssAnon: sorts, hashes, temp buffers), and all backends' CPU seconds."""
+
+    def __init__(self, postmaster_pid: int | None) -> None:
+        self.postmaster = postmaster_pid
+        self.peak_rss_kb = self.peak_anon_kb = 0
+        self.child: int | None = None  # the reconcile process, once started
+        self.child_hwm_kb = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._cpu_before = self._cpu()
+
+    def _backends(self) -> list[int]:
+        if self.postmaster is None:
+            return []
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == self.postmaster:
+                        found.append(int(entry.name))
+                except (OSError, IndexError, ValueError):
+                    continue
+        return found
+
+    def _cpu(self) -> float:
+        """The live backends' CPU plus the postmaster's own and its reaped children's: a backend that ends
+        moves its time from the first to the last, so differences count it once."""
+        if self.postmaster is None:
+            return 0.0
+        total = 0
+        for pid, own in [(self.postmaster, 4), *((pid, 2) for pid in self._backends())]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += sum(int(f) for f in fields[11:11 + own])
+            except (OSError, IndexError, ValueError):
+                continue
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            if self.child is not None:  # VmHWM, the peak since exec: wait4's ru_maxrss would count the fork
+                try:  # of this bench process, whose loaded rows dwarf a streamed reconcile
+                    for line in Path(f"/proc/{self.child}/status").read_text().splitlines():
+                        if line.startswith("VmHWM:"):
+                            self.child_hwm_kb = max(self.child_hwm_kb, int(line.split()[1]))
+                except OSError:
+                    pass
+            for pid in self._backends():
+                try:
+                    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                                  if ":" in line)
+                except OSError:
+                    continue
+                self.peak_rss_kb = max(self.peak_rss_kb, int(status.get("VmRSS", "0 kB").split()[0]))
+                self.peak_anon_kb = max(self.peak_anon_kb, int(status.get("RssAnon", "0 kB").split()[0]))
+
+    def __enter__(self) -> PostgresSampler:
+        self._cpu_before = self._cpu()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
-def _phases(url: str, from_ms: int, to_ms: int, expected: int) -> list[tuple[float, float]]:
-    """(wall, CPU of this process) for reading, the expected set, and classification."""
-    clocks = (time.perf_counter, time.process_time)
-    with psycopg.connect(url) as conn:
-        began = [c() for c in clocks]
-        ledger = LedgerReader(conn, PREFIX).read(TENANT, from_ms, to_ms)
-        read = [c() - b for c, b in zip(clocks, began, strict=True)]
-    began = [c() for c in clocks]
-    items, _, _ = expected_occurrences(ledger.versions, ledger.results, from_ms, to_ms)
-    building = [c() - b for c, b in zip(clocks, began, strict=True)]
-    began = [c() for c in clocks]
-    report = reconcile(ledger, from_ms, to_ms)
-    whole = [c() - b for c, b in zip(clocks, began, strict=True)]
-    assert len(items) == expected == len(report.occurrences) and report.ok, report.counts()
-    return [tuple(read), tuple(building), (whole[0] - building[0], whole[1] - building[1])]
+@dataclass
+class Run:
+    wall_s: float
+    cpu_s: float  # the reconcile process: user + system
+    rss_mb: float  # its peak resident set
+    pg_cpu_s: float
+    pg_rss_mb: float
+    pg_anon_mb: float
+
+
+def _cli(url: str, from_ms: int, to_ms: int, repo: Path, postmaster: int | None) -> Run:
+    """One `scheduler reconcile --json` as a child process run from `repo` (this checkout, or another one's
+    code for the before figures), measured with os.wait4 (its own rusage) and the PostgreSQL sampler."""
+    env = {**os.environ, "AUDIT_DATABASE_URL": url, "SCHEDULER_TOPIC_PREFIX": PREFIX, "PYTHONPATH": str(repo),
+           "PYTHONDONTWRITEBYTECODE": "1"}  # nothing written into the other checkout
+    with PostgresSampler(postmaster) as pg:
+        began = time.perf_counter()
+        child = subprocess.Popen([sys.executable, "-m", "scheduler", "reconcile", "--tenant", TENANT, "--from",
+                                  _iso(from_ms), "--to", _iso(to_ms), "--json"], cwd=repo, env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        pg.child = child.pid
+        _, status, usage = os.wait4(child.pid, 0)
+        elapsed = time.perf_counter() - began
+        time.sleep(0.2)  # the backend's exit, reaped by the postmaster
+        pg_cpu = pg._cpu() - pg._cpu_before
+    stderr = child.stderr.read() if child.stderr else ""
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"reconcile ({repo}) exited {child.returncode}: {stderr}")
+    return Run(elapsed, usage.ru_utime + usage.ru_stime, pg.child_hwm_kb / 1024, pg_cpu, pg.peak_rss_kb / 1024,
+               pg.peak_anon_kb / 1024)
+
+
+def _postmaster(server: object) -> int | None:
+    if server is None:
+        return None
+    pid_file = server.data_dir / "db" / "postmaster.pid"  # type: ignore[attr-defined]
+    return int(pid_file.read_text().split()[0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--occurrences", type=int, default=1_000_000)
     parser.add_argument("--schedules", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--before", type=Path, metavar="CHECKOUT",
+                        help="also run the CLI from this checkout's code (e.g. /work/main) on the same ledger")
     parser.add_argument("--database-url", default=os.environ.get("AUDIT_DATABASE_URL"))
     args = parser.parse_args()
     server = None
@@ -180,31 +256,41 @@ def main() -> None:
 
         server = LocalPostgres()
         url = server.start()
+    runs: dict[str, list[Run]] = {}
     try:
         with psycopg.connect(url) as conn:
             began = time.perf_counter()
             from_ms, to_ms, expected, written = load(conn, args.occurrences, args.schedules)
             load_s = time.perf_counter() - began
         print(f"loaded {expected:,} expected occurrences in {load_s:.1f} s", file=sys.stderr)
-        cli = [_cli(url, from_ms, to_ms) for _ in range(args.rounds + 1 if args.rounds > 1 else 1)]
-        phases = [_phases(url, from_ms, to_ms, expected) for _ in range(args.rounds)]
+        postmaster = _postmaster(server)
+        checkouts = [("after (this checkout, streamed)", REPO)]
+        if args.before is not None:
+            checkouts.insert(0, (f"before ({args.before}, in memory)", args.before.resolve()))
+        for name, repo in checkouts:
+            runs[name] = [_cli(url, from_ms, to_ms, repo, postmaster) for _ in range(args.rounds)]
+            print(f"{name}: {runs[name]}", file=sys.stderr)
     finally:
         if server is not None:
             server.destroy()
     med = statistics.median
-    warm = cli[1:] or cli
-    rows = [("CLI end to end (child process, --json)", med(w for w, _ in warm), med(c for _, c in warm)),
-            *((name, med(p[i][0] for p in phases), med(p[i][1] for p in phases)) for i, name in enumerate((
-                "  reading the ledger (LedgerReader.read)", "  expected set (expected_occurrences)",
-                "  classification (reconcile minus the expected set)")))]
     rows_text = ", ".join(f"{table} {n:,}" for table, n in written.items())
     lines = [f"# reconcile: {expected:,} expected occurrences", "",
-             f"{expected:,} expected occurrences, {args.schedules} schedules; rows: {rows_text}; "
-             f"medians of {args.rounds} rounds (first CLI round, cold: {cli[0][0]:.1f} s); load average "
-             f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end: wall time is inflated by other "
-             "work on the machine, CPU time much less so", "",
-             "| phase | wall s | CPU s | CPU s per million occurrences |", "|---|---|---|---|"]
-    lines += [f"| {name} | {wall:.1f} | {cpu:.1f} | {cpu * 1_000_000 / expected:.1f} |" for name, wall, cpu in rows]
+             f"{expected:,} expected occurrences, {args.schedules} schedules; rows: {rows_text} (COPY-loaded in "
+             f"{load_s:.0f} s); median of {args.rounds} round(s) each; load average {os.getloadavg()[0]:.1f} on "
+             f"{os.cpu_count()} cores at the end (a shared machine: wall time is inflated by other work, CPU time "
+             "much less so). CPU: the reconcile process plus PostgreSQL's backends; peak RSS: the reconcile process, "
+             "and PostgreSQL's largest backend (VmRSS counts the shared buffers it touched; RssAnon its own memory)",
+             "", "| run | wall s | CPU s | CPU s per million occurrences | occurrences/s | reconcile CPU s | "
+             "reconcile peak RSS MB | PostgreSQL CPU s | PostgreSQL backend peak RSS MB | its RssAnon MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, found in runs.items():
+        wall = med(r.wall_s for r in found)
+        cpu = med(r.cpu_s + r.pg_cpu_s for r in found)
+        lines.append(f"| CLI end to end, {name} | {wall:.1f} | {cpu:.1f} | {cpu * 1_000_000 / expected:.1f} | "
+                     f"{expected / wall:,.0f} | {med(r.cpu_s for r in found):.1f} | {max(r.rss_mb for r in found):.0f} | "
+                     f"{med(r.pg_cpu_s for r in found):.1f} | {max(r.pg_rss_mb for r in found):.0f} | "
+                     f"{max(r.pg_anon_mb for r in found):.0f} |")
     report = REPO / "bench" / "results" / f"reconcile-{args.occurrences}.md"
     report.write_text("\n".join(lines) + "\n")
     print("\n".join(lines) + f"\n\n(written to {report.relative_to(REPO)})")

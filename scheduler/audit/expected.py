@@ -19,18 +19,18 @@ SKIPPED_PAUSED event explains it, and without one it is ABSENT.
 """
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
 
 from scheduler.audit.ledger import ResultRow, VersionRow
 from scheduler.engine.commands import first_cursor_ms
 from scheduler.timing.errors import SpecError
-from scheduler.timing.fires import count_fires, fires_between
-from scheduler.timing.instants import to_datetime, to_ms
-from scheduler.timing.jitter import available_at
-from scheduler.timing.occurrence_id import occurrence_id
+from scheduler.timing.fires import count_fires, iter_instants
+from scheduler.timing.instants import to_datetime
+from scheduler.timing.jitter import available_at_ms
+from scheduler.timing.occurrence_id import occurrence_id, occurrence_ids
 from scheduler.timing.spec_record import compile_spec
 
 SCHEDULE, PAUSED, TRIGGER, BACKFILL = "SCHEDULE", "PAUSED", "TRIGGER", "BACKFILL"
@@ -104,21 +104,21 @@ def version_spans(versions: Iterable[VersionRow], results: Iterable[ResultRow]) 
 
 def _fires(row: VersionRow, cursor_ms: int, upper_ms: int, from_ms: int, fired_before: int,
            origin: str) -> Iterator[Expected]:
-    """Fires of `row`'s spec in (cursor, upper] that lie at or after from_ms. Fires before the window
-    are counted (for max_fires), day by day, never enumerated."""
+    """Fires of `row`'s spec in (cursor, upper] that lie at or after from_ms, one at a time. Fires before
+    the window are counted (for max_fires), day by day, never enumerated."""
     start_ms = max(cursor_ms, from_ms - 1)
     if upper_ms <= start_ms:
         return
     spec = compile_spec(row.spec)
     if start_ms > cursor_ms:
         fired_before += count_fires(spec, to_datetime(cursor_ms), to_datetime(start_ms), fired_before)
-    window = timedelta(milliseconds=row.spec.get("flexible_window_ms") or 0)
+    window_ms = row.spec.get("flexible_window_ms") or 0
     sid, version = row.schedule_id, row.version
-    for fire in fires_between(spec, to_datetime(start_ms), to_datetime(upper_ms), None, fired_before):
-        at = fire.scheduled_for
-        oid = occurrence_id(sid, version, at)
-        at_ms = to_ms(at)
-        yield Expected(oid, sid, version, at_ms, to_ms(available_at(oid, at, window)) if window else at_ms, origin)
+    id_of = occurrence_ids(sid, version)
+    for instant_us in iter_instants(spec, start_ms * 1000, upper_ms * 1000, fired_before):
+        at_ms = instant_us // 1000
+        oid = id_of(at_ms)
+        yield Expected(oid, sid, version, at_ms, available_at_ms(oid, at_ms, window_ms) if window_ms else at_ms, origin)
 
 
 def _span_occurrences(span: VersionSpan, rows: dict[int, VersionRow], from_ms: int, to_ms_: int) -> Iterator[Expected]:
@@ -147,21 +147,51 @@ def _manual(results: Iterable[ResultRow], known: set[str], from_ms: int, to_ms_:
                 yield Expected(oid, result.schedule_id, result.version, at_ms, at_ms, result.command_type)
 
 
+def _guarded(span: VersionSpan, occurrences: Iterator[Expected], warnings: list[str]) -> Iterator[Expected]:
+    """A spec that does not compile is a warning, not the end of the run (it surfaces on first use)."""
+    try:
+        yield from occurrences
+    except SpecError as exc:
+        warnings.append(f"{span.schedule_id} v{span.version}: spec does not compile ({exc.field}: {exc.message})")
+
+
+def _by_time(item: Expected) -> tuple[int, int]:
+    return item.scheduled_for_ms, item.schedule_version
+
+
+def schedule_occurrences(spans: list[VersionSpan], rows: dict[int, VersionRow], results: list[ResultRow],
+                         from_ms: int, to_ms_: int, warnings: list[str]) -> Iterator[Expected]:
+    """One schedule's expected occurrences in [from_ms, to_ms_), one per id, by (instant, version), lazily:
+    each span's fires come in time order, so a merge orders them without holding the range. An id that
+    two sources name (a TRIGGER at a fire of the same version) keeps the recurrence's item."""
+    sources = [_guarded(span, _span_occurrences(span, rows, from_ms, to_ms_), warnings) for span in spans]
+    known = {row.schedule_id for row in rows.values()}
+    manual = sorted(_manual(results, known, from_ms, to_ms_), key=_by_time)
+    at_instant: set[str] = set()
+    instant = None
+    for item in heapq.merge(*sources, manual, key=_by_time):
+        if item.scheduled_for_ms != instant:
+            instant, at_instant = item.scheduled_for_ms, set()
+        if item.occurrence_id not in at_instant:
+            at_instant.add(item.occurrence_id)
+            yield item
+
+
 def expected_occurrences(versions: list[VersionRow], results: list[ResultRow], from_ms: int,
                          to_ms_: int) -> tuple[list[Expected], list[VersionSpan], list[str]]:
-    """Every occurrence expected with scheduled_for in [from_ms, to_ms_), one per id, by schedule and time."""
+    """Every occurrence expected with scheduled_for in [from_ms, to_ms_), one per id, by schedule and time:
+    the in-memory form of `schedule_occurrences`, over all the tenant's schedules at once."""
     spans, warnings = version_spans(versions, results)
     rows: dict[str, dict[int, VersionRow]] = defaultdict(dict)
     for row in versions:
         rows[row.schedule_id][row.version] = row
-    found: dict[str, Expected] = {}
+    spans_of: dict[str, list[VersionSpan]] = defaultdict(list)
     for span in spans:
-        try:
-            for item in _span_occurrences(span, rows[span.schedule_id], from_ms, to_ms_):
-                found.setdefault(item.occurrence_id, item)
-        except SpecError as exc:
-            warnings.append(f"{span.schedule_id} v{span.version}: spec does not compile ({exc.field}: {exc.message})")
-    for item in _manual(results, set(rows), from_ms, to_ms_):
-        found.setdefault(item.occurrence_id, item)
-    ordered = sorted(found.values(), key=lambda e: (e.schedule_id, e.scheduled_for_ms, e.schedule_version))
-    return ordered, spans, warnings
+        spans_of[span.schedule_id].append(span)
+    results_of: dict[str, list[ResultRow]] = defaultdict(list)
+    for result in results:
+        results_of[result.schedule_id].append(result)
+    found: list[Expected] = []
+    for sid in sorted(rows):
+        found.extend(schedule_occurrences(spans_of[sid], rows[sid], results_of[sid], from_ms, to_ms_, warnings))
+    return found, spans, warnings

@@ -79,6 +79,10 @@ class AttemptRow:
     at_ms: int
 
 
+# Rows per COPY into the ledger's database and per fetch from it when reconciling: the reconciler's
+# memory is a few batches, whatever the range (`scheduler reconcile --batch`).
+DEFAULT_BATCH = 20_000
+
 FINAL_STEPS = ("SUCCEEDED", "SKIPPED_STALE")
 LIVE_STEPS = ("STARTED", "HEARTBEAT")
 FAILED_STEP = "FAILED"

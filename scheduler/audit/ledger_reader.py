@@ -7,6 +7,7 @@ scheduled_for lies in the range; attempt steps arrive aggregated per occurrence 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,12 +71,70 @@ class LedgerReader:
         return {row[0] for row in self._rows("SELECT DISTINCT schedule_id FROM {t} WHERE tenant = %s",
                                              "schedule_versions", (tenant,))}
 
+    def knows(self, tenant: str, schedule: str | None = None) -> bool:
+        """Whether the ledger has a version of the tenant's (or of this schedule of the tenant)."""
+        statement = sql.SQL("SELECT EXISTS (SELECT 1 FROM {t} WHERE tenant = %s AND "
+                            "(%s::text IS NULL OR schedule_id = %s))").format(
+            t=sql.Identifier(self.schema, "schedule_versions"))
+        row = self.conn.execute(statement, (tenant, schedule, schedule)).fetchone()
+        return bool(row and row[0])
+
     def _rows(self, query: str, table: str, params: tuple[Any, ...]) -> Iterator[tuple[Any, ...]]:
         statement = sql.SQL(query).format(t=sql.Identifier(self.schema, table))
         with self.conn.cursor(binary=True) as cursor:
             cursor.execute(statement, params)
             while batch := cursor.fetchmany(_FETCH):
                 yield from batch
+
+    def _streamed(self, query: str, table: str, params: tuple[Any, ...], batch: int) -> Iterator[tuple[Any, ...]]:
+        """Rows through a server-side cursor, `batch` per round trip: memory holds one batch, whatever the count."""
+        statement = sql.SQL(query).format(t=sql.Identifier(self.schema, table))
+        with self.conn.cursor(name=f"ledger_{uuid.uuid4().hex[:12]}", binary=True) as cursor:
+            cursor.itersize = batch
+            cursor.execute(statement, params)
+            yield from cursor
+
+    def histories(self, tenant: str, schedule: str | None = None,
+                  batch: int = _FETCH) -> Iterator[tuple[str, dict[int, VersionRow], list[ResultRow]]]:
+        """(schedule id, its version rows by number, its ACCEPTED results), one schedule at a time in code-point
+        order of the id (Python's sort): the expected set is computed per schedule without holding the tenant."""
+        only = "AND (%s::text IS NULL OR schedule_id = %s)"
+        versions = self._streamed(
+            "SELECT schedule_id, tenant, version, state, spec, fired_count, next_fire_ms, pending, created_at_ms, "
+            f"updated_at_ms FROM {{t}} WHERE tenant = %s {only} ORDER BY schedule_id COLLATE \"C\", version",
+            "schedule_versions", (tenant, schedule, schedule), batch)
+        results = self._streamed(
+            "SELECT schedule_id, command_type, version, processed_at_ms, next_fires_ms FROM {t} "
+            f"WHERE tenant = %s AND status = 'ACCEPTED' {only} ORDER BY schedule_id COLLATE \"C\"",
+            "command_results", (tenant, schedule, schedule), batch)
+        pending_result = next(results, None)
+        row = next(versions, None)
+        while row is not None:
+            sid = row[0]
+            rows: dict[int, VersionRow] = {}
+            while row is not None and row[0] == sid:
+                _, t, version, state, spec, fired, next_fire, pending, created, updated = row
+                rows[version] = VersionRow(sid, t, version, state, _json(spec, {}), fired or 0, next_fire,
+                                           tuple(_json(pending, [])), created or 0, updated or 0)
+                row = next(versions, None)
+            found: list[ResultRow] = []
+            while pending_result is not None and pending_result[0] <= sid:
+                rid, kind, version, at, fires = pending_result
+                if rid == sid:
+                    found.append(ResultRow(rid, kind, version, at, tuple(_json(fires, []))))
+                pending_result = next(results, None)
+            yield sid, rows, found
+
+    def dead_letters(self, tenant: str, from_ms: int, to_ms: int, schedule: str | None = None,
+                     batch: int = _FETCH) -> Iterator[DeadLetterRow]:
+        """The tenant's dead letters of occurrences scheduled in [from, to), streamed (the record is JSON text:
+        filtered here, where its Avro union encoding is understood)."""
+        topic = self.topology.topic_name("dead-letters", self.prefix, tenant=tenant)
+        for oid, occurrence, dead_at in self._streamed("SELECT occurrence_id, occurrence, dead_at_ms FROM {t} "
+                                                       "WHERE kafka_topic = %s", "dead_letters", (topic,), batch):
+            record = _json(occurrence, {})
+            if from_ms <= record.get("scheduled_for_ms", -1) < to_ms and schedule in (None, record.get("schedule_id")):
+                yield DeadLetterRow(oid or record["occurrence_id"], dead_at)
 
     def read(self, tenant: str, from_ms: int, to_ms: int, schedule: str | None = None) -> Ledger:
         missing = self.missing_tables()
@@ -119,15 +178,5 @@ class LedgerReader:
                 f"WHERE tenant = %s AND scheduled_for_ms >= %s AND scheduled_for_ms < %s {only} "
                 "GROUP BY occurrence_id", "attempts",
                 (list(FINAL_STEPS), list(FINAL_STEPS), FAILED_STEP, FAILED_STEP, list(LIVE_STEPS), *window))]
-        ledger.dead_letters = self._dead_letters(tenant, from_ms, to_ms, schedule)
+        ledger.dead_letters = list(self.dead_letters(tenant, from_ms, to_ms, schedule))
         return ledger
-
-    def _dead_letters(self, tenant: str, from_ms: int, to_ms: int, schedule: str | None) -> list[DeadLetterRow]:
-        topic = self.topology.topic_name("dead-letters", self.prefix, tenant=tenant)
-        found = []
-        for oid, occurrence, dead_at in self._rows("SELECT occurrence_id, occurrence, dead_at_ms FROM {t} "
-                                                   "WHERE kafka_topic = %s", "dead_letters", (topic,)):
-            record = _json(occurrence, {})
-            if from_ms <= record.get("scheduled_for_ms", -1) < to_ms and schedule in (None, record.get("schedule_id")):
-                found.append(DeadLetterRow(oid or record["occurrence_id"], dead_at))
-        return found

@@ -144,15 +144,19 @@ def _fires_between(
 def instants_between(spec: ScheduleSpec, after_us: int, until_us: int, fired_before: int = 0) -> list[int]:
     """Fire instants in (after_us, until_us] as epoch microseconds: fires_between without building
     datetimes, for callers that only count fires (the console's forecast counts millions)."""
+    return list(iter_instants(spec, after_us, until_us, fired_before))
+
+
+def iter_instants(spec: ScheduleSpec, after_us: int, until_us: int, fired_before: int = 0) -> Iterator[int]:
+    """instants_between one at a time, nothing cached: the reconciler walks a range of any length
+    in bounded memory (fires_between remembers whole answers)."""
     lo, hi = _lower_us(spec, after_us), _upper_us(spec, until_us)
     limit = _remaining(spec, fired_before)
     raw = timeline(spec).iter_after(lo)
-    out = []
     for instant, _rule in raw if limit is None else islice(raw, limit):
         if instant > hi:
-            break
-        out.append(instant)
-    return out
+            return
+        yield instant
 
 
 def next_fires(spec: ScheduleSpec, after: datetime, count: int, fired_before: int = 0) -> list[Fire]:

@@ -27,3 +27,10 @@ def available_at(occurrence_id: str, scheduled_for: datetime, window: timedelta)
     if window_ms == 0:
         return scheduled_for
     return scheduled_for + timedelta(microseconds=(stable_hash(occurrence_id) % window_ms) * US_PER_MS)
+
+
+def available_at_ms(occurrence_id: str, scheduled_for_ms: int, window_ms: int) -> int:
+    """available_at in epoch milliseconds, for a scheduled_for in whole milliseconds (the reconciler's unit)."""
+    if window_ms < 0:
+        raise ValueError("window must not be negative")
+    return scheduled_for_ms + stable_hash(occurrence_id) % window_ms if window_ms else scheduled_for_ms

@@ -19,6 +19,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from scheduler.api.health_routes import ApiMetrics
+from scheduler.audit.reconcile_follow import ReconcileMetrics
 from scheduler.cli import build_parser
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.worker.metrics import WorkerMetrics
@@ -209,12 +210,13 @@ def _exists(base: Path, token: str) -> bool:
 
 
 def metric_names() -> set[str]:
-    """Every sample name the engine's, the worker's and the API's registries expose, plus the `scheduler_*`
+    """Every sample name the engine's, the worker's, the online reconciler's and the API's registries expose, plus the `scheduler_*`
     string literals the package uses for other things (the idempotency table, the console's cookie), which
     are not metrics."""
     registry = CollectorRegistry()
     EngineMetrics(registry)
     WorkerMetrics(registry)
+    ReconcileMetrics(registry)
     names = {family.name + suffix for r in (registry, ApiMetrics().registry) for family in r.collect()
              for suffix in SAMPLE_SUFFIXES}
     for source in PACKAGE.rglob("*.py"):

@@ -25,7 +25,7 @@ def promtool(*args: str) -> str:
 
 
 def test_the_rules_are_valid() -> None:
-    assert "SUCCESS: 8 rules found" in promtool("check", "rules", str(RULES))
+    assert "SUCCESS: 9 rules found" in promtool("check", "rules", str(RULES))
 
 
 def test_every_alert_fires_when_it_should_and_not_otherwise() -> None:
