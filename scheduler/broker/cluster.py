@@ -7,6 +7,7 @@ Its data dir holds `cluster.properties` (node count and each node's ports) and o
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,14 @@ class LocalCluster:
 
     def wait_for_brokers(self, count: int, timeout: float = START_TIMEOUT_S) -> None:
         """Until the metadata lists `count` live brokers (after a restart, until the node has re-registered)."""
+        self._wait_for_brokers(lambda seen: seen >= count, f"at least {count}", timeout)
+
+    def wait_for_brokers_at_most(self, count: int, timeout: float = START_TIMEOUT_S) -> None:
+        """Until the metadata lists at most `count` live brokers: after a kill, until the controller has fenced
+        the dead one (broker.session.timeout.ms) and moved its partitions' leadership to the others."""
+        self._wait_for_brokers(lambda seen: 0 < seen <= count, f"at most {count}", timeout)
+
+    def _wait_for_brokers(self, enough: Callable[[int], bool], wanted: str, timeout: float) -> None:
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
         deadline = time.monotonic() + timeout
         seen = 0
@@ -126,10 +135,10 @@ class LocalCluster:
                 seen = len(admin.list_topics(timeout=2).brokers)
             except KafkaException:
                 seen = 0
-            if seen >= count:
+            if enough(seen):
                 return
             time.sleep(0.2)
-        raise BrokerError(f"the cluster in {self.data_dir} lists {seen} of {count} brokers after {timeout:.0f}s; "
+        raise BrokerError(f"the cluster in {self.data_dir} lists {seen} brokers, not {wanted}, after {timeout:.0f}s; "
                           f"see the nodes' logs in {self.data_dir}/node-*/logs")
 
     def _cluster_id(self) -> str:
