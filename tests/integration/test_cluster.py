@@ -89,6 +89,8 @@ def test_topics_from_ensure_and_tenant_registration_are_replicated_three_times(e
     assert {name: got for name, got in found.items() if got != (3, "2")} == {}
     internal = replication_of(admin, ["__consumer_offsets"])
     assert internal == {"__consumer_offsets": (3, "2")}
+    # The cluster's nodes carry the dev broker's group settings, and `scheduler run` said what they imply.
+    assert "failover bound: a dead scheduler's partitions are taken over within 6.5 s" in env.process.log_tail(10_000)
 
 
 def leader_of_most(admin: AdminClient, topics: list[str]) -> int:
