@@ -146,7 +146,10 @@ def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], chan
     return restore.applied
 
 
+# FENCED_LEADER_EPOCH and UNKNOWN_LEADER_EPOCH: the client's leader metadata is older or newer than the broker's,
+# as right after a broker of a cluster restarts (bench/gameday.py saw a process die of the first); a retry refreshes.
 _TRANSIENT = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
                         KafkaError._TRANSPORT})
 
