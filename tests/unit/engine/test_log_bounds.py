@@ -41,3 +41,12 @@ def test_a_stale_leader_epoch_is_retried_not_fatal():
     bounds = log_bounds(admin, ["p.timeline-changelog"], [0, 1], timeout_s=30)  # type: ignore[arg-type]
     assert bounds == {0: {"p.timeline-changelog": (7, 7)}, 1: {"p.timeline-changelog": (7, 7)}}
     assert admin.calls >= 4
+
+
+def test_an_admin_client_stuck_on_a_stale_epoch_is_replaced():
+    """librdkafka's admin client keeps its stale leader epoch; a new one reads the current metadata."""
+    stuck = RestartingCluster([KafkaError.FENCED_LEADER_EPOCH] * 1000)
+    fresh = RestartingCluster([])
+    bounds = log_bounds(stuck, ["p.schedules"], [3], timeout_s=30, renew=lambda: fresh)  # type: ignore[arg-type]
+    assert bounds == {3: {"p.schedules": (7, 7)}}
+    assert stuck.calls == 2  # one attempt: its earliest and latest requests
