@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import math
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -143,7 +144,7 @@ def run(per_s: int, phase_s: int, work: Path) -> list[str]:
                 member.proc.send_signal(signal.SIGTERM)
                 try:
                     member.proc.wait(30)
-                except Exception:
+                except subprocess.TimeoutExpired:
                     member.proc.kill()
         cluster.stop(timeout=10)
         print(f"logs and data in {work}", file=sys.stderr)
