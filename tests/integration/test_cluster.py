@@ -20,6 +20,7 @@ from conftest import delete_topics
 from engine_harness import REPO, TOPOLOGY, SchedulerProcess, TopicReader, occurrence_topics, read_until_all, rfc3339
 from scheduler.broker.cluster import LocalCluster
 from scheduler.control.client import SchedulerClient, make_spec
+from scheduler.control.errors import CommandTimeout
 from scheduler.timing.occurrence_id import occurrence_id
 
 pytestmark = pytest.mark.integration
@@ -134,7 +135,11 @@ def test_a_broker_killed_during_dispatch_loses_no_occurrence_and_no_command_resu
         env.cluster.wait_for_brokers_at_most(2, timeout=30)
         env.cluster.node(victim).start()
         env.cluster.wait_for_brokers(3, timeout=60)
-        results = client.wait(commands, timeout_s=60)
+        try:
+            results = client.wait(commands, timeout_s=60)
+        except CommandTimeout:
+            pytest.fail(f"commands sent while broker {victim} was down got no result; scheduler log:\n"
+                        f"{env.process.log_tail(80)}")
         assert {r["status"] for r in results.values()} == {"ACCEPTED"}, results
     expected = {**before, **during}
     counts = read_until_all(reader, expected, int((max(start_s + 30, killed_at + 22) + 30) * 1000))
