@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "scheduler.audit.reconcile_cli",
     "scheduler.connect.cli",
     "scheduler.audit.cli",
+    "scheduler.doctor.cli",
 )
 
 

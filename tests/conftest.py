@@ -18,12 +18,13 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from scheduler.broker.cluster import LocalCluster, NodePorts
 from scheduler.broker.local import KAFKA_VERSION, LocalBroker, free_port, single_node_settings
 from scheduler.kafka.admin import delete_prefixed_topics
 
 pytest_plugins = ["fixtures_audit", "fixtures_browser", "fixtures_prometheus"]
 
-BROKER_FIXTURES = frozenset({"kafka_bootstrap", "local_broker"})
+BROKER_FIXTURES = frozenset({"kafka_bootstrap", "local_broker", "kafka_cluster"})
 UNIT_DIR = Path(__file__).parent / "unit"
 
 
@@ -100,6 +101,19 @@ def session_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session
         # librdkafka's "Connection refused" to stderr until the interpreter exits.
         gc.collect()
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A local three-node cluster (scheduler.broker.cluster), started once per session and only when a test
+    asks for it: tests kill and restart its nodes, so it is always the project's own, never an external one."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"), [NodePorts(free_port(), free_port()) for _ in range(3)])
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        gc.collect()
+        cluster.stop(timeout=10)
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,8 @@ from scheduler.connect.local import LocalConnect
 from scheduler.connect.local import default_data_dir as default_connect_dir
 from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.kafka.admin import TopicEnsureError, ensure_rendered_topics
+from scheduler.kafka.client_config import add_client_config, client_config_of
+from scheduler.kafka.clients import connection
 from scheduler.kafka.replication import REPLICATION_ENV
 from scheduler.timing.cli_values import duration_type
 from scheduler.wire.topology import RenderedTopic, Topology
@@ -65,6 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ensure.add_argument("--wait", type=duration_type("s", bare_unit="s"), default=60.0, metavar="DURATION",
                         help="how long to wait for every connector task to run: a duration, or seconds "
                              "(default 60s; 0: do not wait)")
+    add_client_config(ensure)
     ensure.set_defaults(handler=run_ensure)
 
     postgres = commands.add_parser("postgres", help="a local PostgreSQL for the ledger (Debian's binaries)")
@@ -109,7 +112,7 @@ def run_ensure(args: argparse.Namespace) -> int:
         with psycopg.connect(url) as conn:
             report = tables.ensure_tables(conn, prefix)
         # Created here, not by Connect, which would leave min.insync.replicas at the broker's default.
-        rejects = ensure_rendered_topics(settings.bootstrap_servers,
+        rejects = ensure_rendered_topics(connection(settings.bootstrap_servers, client_config_of(args)),
                                          [RenderedTopic("audit-rejects", dead_letter_topic(prefix), 1, {})],
                                          args.replication_factor)
         configs = render(prefix, Database.from_url(url), Topology.load(), rejects.replication_factor)

@@ -1,11 +1,14 @@
-"""`scheduler broker start|stop|status`: the local Kafka broker, from the command line.
+"""`scheduler broker start|stop|status|kill|restart`: the local Kafka broker, or a local cluster of
+N nodes (`start --nodes N`, scheduler.broker.cluster), from the command line.
 
 Only the bootstrap address goes to stdout (so `$(scheduler broker start)` works); messages go to stderr."""
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
+from scheduler.broker.cluster import LocalCluster, default_ports
 from scheduler.broker.local import BrokerError, LocalBroker, default_data_dir
 from scheduler.cli_support import (
     add_data_dir,
@@ -23,7 +26,7 @@ BOOTSTRAP_ENV = "KAFKA_BOOTSTRAP_SERVERS"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    broker = subparsers.add_parser("broker", help="run a local single-node Kafka broker")
+    broker = subparsers.add_parser("broker", help="run a local Kafka broker (one node, or a cluster with --nodes N)")
     actions = broker.add_subparsers(dest="broker_command", required=True)
 
     start = actions.add_parser("start", help="start the broker in the background and print its bootstrap address")
@@ -40,6 +43,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also listen for SASL_SSL (SCRAM-SHA-512 inside TLS) on this port, with a self-signed certificate "
              "made by keytool at the first start; clients trust DATA_DIR/tls/ca.pem (`ssl.ca.location`)",
     )
+    start.add_argument(
+        "--nodes", type=int, default=1,
+        help="start a local cluster of N KRaft nodes (each a controller and a broker, -Xmx384m): node K listens on "
+             "PORT+2(K-1), its controller on the port after, its data in DATA_DIR/node-K; internal topics at "
+             "replication min(3, N), min.insync.replicas 2 (default 1: the single dev broker)",
+    )
     start.add_argument("--wipe", action="store_true", help="delete the broker's data before starting")
     start.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=120.0, metavar="DURATION",
                        help="how long to wait for the broker: a duration, or seconds (default 120s)")
@@ -50,11 +59,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                default_data_dir(), (_stop, _status))
     stop.add_argument("--wipe", action="store_true", help="delete the broker's data after stopping")
 
+    for name, handler, says in (("kill", _kill_node, "kill -9 one node of the local cluster, as in a crash"),
+                                ("restart", _restart_node, "start one node of the local cluster again")):
+        action = actions.add_parser(name, help=says)
+        action.add_argument("--node", type=int, required=True, help="the node's number (1..N, its node.id)")
+        action.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=120.0, metavar="DURATION",
+                            help="how long to wait for the node: a duration, or seconds (default 120s)")
+        add_data_dir(action, "the cluster's state", default_data_dir())
+        action.set_defaults(handler=handler)
+
 
 def _start(args: argparse.Namespace) -> int:
     if external_instead(BOOTSTRAP_ENV, "using the cluster at {}; no local broker started"):
         return 0
     data_dir = args.data_dir or default_data_dir()
+    if args.nodes != 1:
+        return _start_cluster(args, data_dir)
     began = time.monotonic()
     try:
         broker = LocalBroker(data_dir, args.port, args.controller_port, args.sasl_port, args.ssl_port)
@@ -75,10 +95,84 @@ def _start(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_cluster(args: argparse.Namespace, data_dir: Path) -> int:
+    if args.sasl_port is not None or args.ssl_port is not None:
+        return fail("scheduler broker", BrokerError("--sasl-port and --ssl-port are for the single node: "
+                                                    "a cluster (--nodes) listens for PLAINTEXT only"))
+    if args.controller_port is not None:
+        return fail("scheduler broker", BrokerError("a cluster's controller ports follow from --port: node K's is "
+                                                    "PORT+2(K-1)+1; omit --controller-port"))
+    began = time.monotonic()
+    try:
+        cluster = LocalCluster(data_dir, default_ports(args.port, args.nodes))
+        if LocalBroker.from_data_dir(cluster.data_dir).is_running():
+            raise BrokerError(f"a single-node broker runs from {cluster.data_dir}: stop it first with "
+                              f"`scheduler broker stop`, or start the cluster with another --data-dir")
+        if args.wipe:
+            cluster.wipe()
+        was_running = all(node.is_running() for node in cluster.nodes)
+        bootstrap = cluster.start(timeout=args.timeout)
+    except BrokerError as error:
+        return fail("scheduler broker", error)
+    if was_running:
+        say(f"cluster of {len(cluster.nodes)} nodes already running, data in {cluster.data_dir}")
+    else:
+        say(f"cluster of {len(cluster.nodes)} nodes started in {time.monotonic() - began:.1f}s, data in "
+            f"{cluster.data_dir}; kill one with `scheduler broker kill --node K`, "
+            "stop all with `scheduler broker stop`")
+    print(bootstrap, flush=True)
+    return 0
+
+
+def _cluster(args: argparse.Namespace) -> LocalCluster:
+    cluster = LocalCluster.from_data_dir(args.data_dir or default_data_dir())
+    if cluster is None:
+        raise BrokerError(f"no cluster was started from {args.data_dir or default_data_dir()}: "
+                          f"start one with `scheduler broker start --nodes 3`")
+    return cluster
+
+
+def _kill_node(args: argparse.Namespace) -> int:
+    try:
+        node = _cluster(args).node(args.node)
+        was_running = node.kill()
+    except BrokerError as error:
+        return fail("scheduler broker", error)
+    say(f"node {args.node} killed (SIGKILL)" if was_running else f"node {args.node} was not running")
+    return 0
+
+
+def _restart_node(args: argparse.Namespace) -> int:
+    try:
+        cluster = _cluster(args)
+        node = cluster.node(args.node)
+        node.stop()
+        node.start(timeout=args.timeout)
+        cluster.wait_for_brokers(len(cluster.nodes), timeout=args.timeout)
+    except BrokerError as error:
+        return fail("scheduler broker", error)
+    say(f"node {args.node} running (pid {node.pid()}) on {node.bootstrap}")
+    print(cluster.bootstrap, flush=True)
+    return 0
+
+
 def _stop(args: argparse.Namespace) -> int:
-    broker = LocalBroker.from_data_dir(args.data_dir or default_data_dir())
+    data_dir = args.data_dir or default_data_dir()
+    cluster = LocalCluster.from_data_dir(data_dir)
+    broker = LocalBroker.from_data_dir(data_dir)
     try:
         was_running = broker.stop(timeout=args.timeout)
+        if cluster is not None:
+            cluster_ran = cluster.stop(timeout=args.timeout)
+            say(f"cluster of {len(cluster.nodes)} nodes stopped" if cluster_ran
+                else f"no cluster node was running from {cluster.data_dir}")
+            if args.wipe:
+                cluster.wipe()
+                say(f"cluster data in {cluster.data_dir} deleted")
+            if not was_running:
+                if args.wipe:
+                    broker.wipe()
+                return 0
         if args.wipe:
             broker.wipe()
     except BrokerError as error:
@@ -92,7 +186,22 @@ def _stop(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     broker = LocalBroker.from_data_dir(args.data_dir or default_data_dir())
     note_external(BOOTSTRAP_ENV, "the scheduler uses {}, not the local broker")
+    cluster = LocalCluster.from_data_dir(broker.data_dir)
+    if cluster is not None and not broker.is_running():
+        return _cluster_status(cluster)
     pid = broker.pid()
     sasl = "" if broker.sasl_bootstrap is None else f" sasl_bootstrap={broker.sasl_bootstrap}"
     running = f"pid={pid} bootstrap={broker.bootstrap}{sasl} data_dir={broker.data_dir}"
     return print_status(None if pid is None else running, broker.data_dir)
+
+
+def _cluster_status(cluster: LocalCluster) -> int:
+    """`running cluster nodes=N up=K bootstrap=...` and one line per node; exit 0 while any node runs, 3 if none."""
+    up = sum(node.is_running() for node in cluster.nodes)
+    if up == 0:
+        return print_status(None, cluster.data_dir)
+    print(f"running cluster nodes={len(cluster.nodes)} up={up} bootstrap={cluster.bootstrap} "
+          f"data_dir={cluster.data_dir}")
+    for line in cluster.describe():
+        print(f"  {line}")
+    return 0

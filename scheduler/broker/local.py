@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import ClassVar
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
@@ -27,7 +28,7 @@ from scheduler.broker.jvm_process import (
 )
 from scheduler.broker.ports import HOST, accepts_connections, check_port_free
 from scheduler.broker.ports import free_port as free_port  # where the tests and benches take it from
-from scheduler.broker.server_properties import SUPER_USER, Listeners, server_settings
+from scheduler.broker.server_properties import SUPER_USER, Listeners, Quorum, server_settings
 from scheduler.broker.server_properties import single_node_settings as single_node_settings  # the test brokers'
 from scheduler.broker.tls import TlsFiles, ensure_tls_files, tls_files
 from scheduler.dev.maven_cache import MavenError, copy_dependencies
@@ -99,7 +100,8 @@ class LocalBroker(LocalJvm):
     pid_name = _PID
     log_name = "server.log"
     main_class = "kafka.Kafka"
-    jvm_opts = JVM_OPTS
+    jvm_opts: ClassVar[tuple[str, ...]] = JVM_OPTS
+    quorum: Quorum | None = None  # set on the nodes of a LocalCluster (scheduler.broker.cluster)
 
     def __init__(
         self, data_dir: Path, port: int = 9092, controller_port: int | None = None, sasl_port: int | None = None,
@@ -168,6 +170,18 @@ class LocalBroker(LocalJvm):
 
     def start(self, timeout: float = START_TIMEOUT_S) -> str:
         """Start in the background and return the bootstrap address once metadata requests succeed."""
+        if self.launch():
+            self.wait_ready(timeout)
+        return self.bootstrap
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Until the JVM `launch` started answers metadata requests (a cluster's nodes only do once a
+        majority of controllers runs, so a cluster launches them all before waiting for any)."""
+        self._wait_ready("broker", timeout, self._ready_probe(), 0.2)
+
+    def launch(self) -> bool:
+        """Write the config, format the storage and start the JVM without waiting for it; False when
+        this data dir's broker runs already (on the same ports, else BrokerError)."""
         running = self.pid()
         if running is not None:
             current = LocalBroker.from_data_dir(self.data_dir)
@@ -178,7 +192,7 @@ class LocalBroker(LocalJvm):
                     f"a broker from {self.data_dir} already runs on port {current.port}{sasl} (pid {running}): "
                     f"stop it first with `scheduler broker stop --data-dir {self.data_dir}`"
                 )
-            return self.bootstrap
+            return False
         for flag, port in (("--port", self.port), ("--controller-port", self.controller_port),
                            ("--sasl-port", self.sasl_port), ("--ssl-port", self.ssl_port)):
             if port is not None:
@@ -189,8 +203,7 @@ class LocalBroker(LocalJvm):
         self._write_config(ensure_tls_files(self.data_dir, java) if self.ssl_port is not None else None)
         self._format_storage(java, libs)
         self._launch(java, libs)
-        self._wait_ready("broker", timeout, self._ready_probe(), 0.2)
-        return self.bootstrap
+        return True
 
     def restart(self, timeout: float = START_TIMEOUT_S) -> str:
         self.stop()
@@ -231,14 +244,16 @@ class LocalBroker(LocalJvm):
             cluster_id_file.write_text(new_cluster_id() + "\n")
         ports = Listeners(self.port, self.controller_port, self.sasl_port, self.ssl_port)
         self._write_properties((resources.files(__package__) / LOG4J).read_bytes(),
-                               server_settings(ports, self.data_dir / _KRAFT_DIR, tls))
+                               server_settings(ports, self.data_dir / _KRAFT_DIR, tls, self.quorum))
 
     def _format_storage(self, java: str, libs: Path) -> None:
         if (self.data_dir / _KRAFT_DIR / "meta.properties").exists():
             return  # formatted before; skipping saves a JVM start
         cluster_id = (self.data_dir / _CLUSTER_ID).read_text().strip()
         command = [java, "-Xmx256m", "-cp", f"{libs}/*", *self._java_logging(), "kafka.tools.StorageTool", "format",
-                   "-t", cluster_id, "-c", str(self._properties_file), "--standalone", "--ignore-formatted"]
+                   "-t", cluster_id, "-c", str(self._properties_file), "--ignore-formatted"]
+        if self.quorum is None:
+            command.append("--standalone")  # a cluster's nodes share a static quorum (controller.quorum.voters)
         if self._scram:
             # The first SASL client needs a credential before any ACL exists: it goes into the metadata log.
             command += ["--add-scram", f"{SCRAM_MECHANISM}=[name={SUPER_USER},password={self._new_admin_password()}]"]

@@ -1,5 +1,6 @@
 """The local broker's server.properties, as plain functions of its ports: one node that is its own
-controller, with PLAINTEXT for the trusted local services and optional SCRAM listeners for tenants."""
+controller, with PLAINTEXT for the trusted local services and optional SCRAM listeners for tenants;
+or one node of a local cluster (`Quorum`), every node a controller and a broker."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,6 +9,7 @@ from pathlib import Path
 from scheduler.broker.ports import HOST
 from scheduler.broker.tls import TlsFiles
 from scheduler.kafka.clients import SCRAM_MECHANISM
+from scheduler.kafka.replication import min_insync_replicas
 
 SUPER_USER = "admin"
 
@@ -26,8 +28,23 @@ class Listeners:
         return self.sasl_port is not None or self.ssl_port is not None
 
 
-def server_settings(ports: Listeners, kraft_dir: Path, tls: TlsFiles | None) -> dict[str, str]:
-    """Every setting of server.properties; `tls` is needed exactly when there is an SSL port."""
+@dataclass(frozen=True)
+class Quorum:
+    """A node's place in a local cluster: its id, and every node's (id, controller port), itself included."""
+
+    node_id: int
+    voters: tuple[tuple[int, int], ...]
+
+    @property
+    def voters_setting(self) -> str:
+        """`controller.quorum.voters`: a static quorum, so formatting needs no `--initial-controllers`."""
+        return ",".join(f"{node}@{HOST}:{port}" for node, port in self.voters)
+
+
+def server_settings(ports: Listeners, kraft_dir: Path, tls: TlsFiles | None,
+                    quorum: Quorum | None = None) -> dict[str, str]:
+    """Every setting of server.properties; `tls` is needed exactly when there is an SSL port; `quorum`
+    when the node is one of a cluster (its internal topics are then replicated, `replicated_settings`)."""
     by_name = {"PLAINTEXT": ports.port, "CONTROLLER": ports.controller_port}
     protocols = {"CONTROLLER": "PLAINTEXT", "PLAINTEXT": "PLAINTEXT"}
     if ports.sasl_port is not None:
@@ -39,8 +56,8 @@ def server_settings(ports: Listeners, kraft_dir: Path, tls: TlsFiles | None) -> 
     listeners = ",".join(f"{name}://{HOST}:{port}" for name, port in by_name.items())
     return {
         "process.roles": "broker,controller",
-        "node.id": "1",
-        "controller.quorum.bootstrap.servers": f"{HOST}:{ports.controller_port}",
+        **({"node.id": "1", "controller.quorum.bootstrap.servers": f"{HOST}:{ports.controller_port}"} if quorum is None
+           else {"node.id": str(quorum.node_id), "controller.quorum.voters": quorum.voters_setting}),
         "listeners": listeners,
         "advertised.listeners": listeners,
         "controller.listener.names": "CONTROLLER",
@@ -49,6 +66,7 @@ def server_settings(ports: Listeners, kraft_dir: Path, tls: TlsFiles | None) -> 
         "log.dirs": str(kraft_dir),
         "metadata.log.dir": str(kraft_dir),
         **single_node_settings(),
+        **({} if quorum is None else replicated_settings(len(quorum.voters))),
         **(sasl_settings() if ports.scram else {}),
         **(ssl_settings(tls) if tls is not None else {}),
     }
@@ -91,6 +109,24 @@ def single_node_settings() -> dict[str, str]:
         # Index files of 1 MiB, not 10: each is preallocated sparse and memory-mapped, and its first write
         # faults in up to the disk's read-ahead of zeroed pages (docs/decisions/0003-index-file-size.md).
         "log.index.size.max.bytes": str(1024 * 1024),
+    }
+
+
+def replicated_settings(nodes: int) -> dict[str, str]:
+    """Over `single_node_settings` on a cluster of `nodes`: the internal topics (offsets, transaction state,
+    share state) and the broker's defaults at min(3, nodes) replicas, with the `min.insync.replicas` the
+    project's own topics get (scheduler.kafka.replication), so one node may die without losing or refusing
+    a committed offset or transaction marker. The group settings for fast failover stay as on one node."""
+    factor = str(min(3, nodes))
+    min_isr = str(min_insync_replicas(min(3, nodes)))
+    return {
+        "default.replication.factor": factor,
+        "min.insync.replicas": min_isr,
+        "offsets.topic.replication.factor": factor,
+        "transaction.state.log.replication.factor": factor,
+        "transaction.state.log.min.isr": min_isr,
+        "share.coordinator.state.topic.replication.factor": factor,
+        "share.coordinator.state.topic.min.isr": min_isr,
     }
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.api.keys import create_key, list_keys, revoke_key
 from scheduler.cli_support import add_renamed
-from scheduler.control.cli_common import EXIT_OK, add, client_log, common_args, emit, guarded, output_arg
+from scheduler.control.cli_common import EXIT_OK, add, client_config, client_log, common_args, emit, guarded, output_arg
 from scheduler.control.client import NotFound, ValidationError
 from scheduler.timing.cli_values import duration_type
 
@@ -24,7 +24,7 @@ def api_serve(args: argparse.Namespace) -> int:
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ValidationError("USAGE", "give both --tls-cert and --tls-key, or neither")
     serve(args.bootstrap, args.prefix, args.host, args.port, args.keys, args.timeout, args.tls_cert, args.tls_key,
-          args.metrics_url, args.forecast_hours)
+          args.metrics_url, args.forecast_hours, client_config(args))
     return EXIT_OK
 
 

@@ -33,6 +33,7 @@ from scheduler.control.client import (
     ValidationError,
 )
 from scheduler.control.specs import SPEC_INSTANT_FIELDS
+from scheduler.kafka.client_config import add_client_config, client_config_of
 from scheduler.kafka.views import ViewUnavailable
 from scheduler.timing.cli_values import duration_type, format_duration_ms, resolve_instants
 from scheduler.timing.instants import format_utc, to_datetime
@@ -76,6 +77,7 @@ def common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=duration_type("s", bare_unit="s"), default=30.0,
                         help="how long to wait for a result: a duration, or seconds (default 30s)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_client_config(parser)
 
 
 def output_arg(parser: argparse.ArgumentParser) -> None:
@@ -85,10 +87,19 @@ def output_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def client_log(args: argparse.Namespace) -> dict[str, str]:
-    """Client settings for the command's Kafka clients. librdkafka logs every failed connection attempt on
-    stderr (hundreds of lines while a command waits for an unreachable broker), where the command's one error
-    line already says what failed: its own log is shown only with `--verbose`."""
-    return {} if args.verbose else {"log_level": "0"}
+    """Client settings for the command's Kafka clients: those of --client-config (or $SCHEDULER_CLIENT_CONFIG),
+    and quiet logs. librdkafka logs every failed connection attempt on stderr (hundreds of lines while a command
+    waits for an unreachable broker), where the command's one error line already says what failed: its own log
+    is shown only with `--verbose`."""
+    return {**client_config(args), **({} if args.verbose else {"log_level": "0"})}
+
+
+def client_config(args: argparse.Namespace) -> dict[str, str]:
+    """The settings of --client-config (or $SCHEDULER_CLIENT_CONFIG); a bad file is a usage error."""
+    try:
+        return client_config_of(args)
+    except (ValueError, OSError) as exc:
+        raise ValidationError("USAGE", f"--client-config: {exc}") from exc
 
 
 def tenant_arg(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,8 @@ from confluent_kafka import KafkaException
 from scheduler.cli_support import EXIT_BAD_INPUT, EXIT_FINDING, kafka_exit_code, print_ensure_rows
 from scheduler.config import Settings
 from scheduler.kafka.admin import DEFAULT_TIMEOUT_S, TopicEnsureError, ensure_topics
+from scheduler.kafka.client_config import add_client_config, client_config_of
+from scheduler.kafka.clients import connection
 from scheduler.kafka.replication import REPLICATION_ENV
 from scheduler.timing.cli_values import duration_type
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
@@ -30,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_layout_arguments(ensure)
     ensure.add_argument("--bootstrap", help="bootstrap servers (default: $KAFKA_BOOTSTRAP_SERVERS)")
+    add_client_config(ensure)
     ensure.add_argument(
         "--replication-factor",
         type=int,
@@ -64,7 +67,7 @@ def run_ensure(args: argparse.Namespace) -> int:
     try:
         topology = Topology.load(args.topology)
         report = ensure_topics(
-            bootstrap,
+            connection(bootstrap, client_config_of(args)),
             topology,
             prefix,
             args.tenants,

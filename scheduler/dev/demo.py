@@ -53,7 +53,8 @@ def _schedules(now: datetime) -> list[tuple[str, dict]]:
     ]
 
 
-def _print_occurrence(occurrence: Occurrence, ctx: AttemptContext) -> None:
+def print_occurrence(occurrence: Occurrence, ctx: AttemptContext) -> None:
+    """The demo's handler, also the example worker of docker-compose.yml: one line per occurrence, with its lag."""
     now = datetime.now(timezone.utc)
     lag = (now - occurrence.scheduled_for).total_seconds()
     print(f"{now:%H:%M:%S.%f}"[:-3] + f"  {occurrence.tenant}/{occurrence.schedule_id:<22} "
@@ -82,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
                     state_home() / "demo" / "api.log")
     engine = subprocess.Popen([sys.executable, "-m", "scheduler", "run", "--instance-id", "demo",
                                "--metrics-port", str(metrics_port), "--log-level", "WARNING"], env=env)
-    worker = Worker(bootstrap, settings.topic_prefix, TENANT, _print_occurrence)
+    worker = Worker(bootstrap, settings.topic_prefix, TENANT, print_occurrence)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         worker.stop()

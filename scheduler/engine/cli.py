@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     run.add_argument("--client-config", type=Path, metavar="FILE",
                      help="librdkafka settings (key=value lines) for every client of the process, e.g. "
                           "security.protocol=SASL_SSL, sasl.* and ssl.ca.location "
-                          "(docs/control-plane.md, \"Encryption in transit\")")
+                          "(docs/control-plane.md, \"Encryption in transit\"; default $SCHEDULER_CLIENT_CONFIG)")
     run.add_argument("--log-level", default="INFO")
     run.set_defaults(handler=_run)
 
@@ -95,7 +95,7 @@ def _count(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from scheduler.engine.config import EngineConfig
-    from scheduler.worker.cli import read_client_config
+    from scheduler.kafka.client_config import client_config_of
 
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = Settings.from_env()
@@ -120,7 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         catch_up_rate_per_s=args.catch_up_rate,
         open_tenants=args.open_tenants,
         standbys=args.standbys,
-        client_config=read_client_config(args.client_config) if args.client_config else {},
+        client_config=client_config_of(args),
     )
     from scheduler.engine.state_dir import StateDirInUse, StateDirLock
     from scheduler.kafka.replication import ReplicationError
@@ -145,6 +145,7 @@ def _serve(args: argparse.Namespace, config: EngineConfig) -> int:
     """The process, from its metrics endpoint to the end of its last turn, while it holds its state dir."""
     from scheduler.engine.runtime import SchedulerProcess
 
+    log_failover_bound(config)
     process = SchedulerProcess(config)
     if args.metrics_port:
         from scheduler.health.endpoint import serve
@@ -159,6 +160,28 @@ def _serve(args: argparse.Namespace, config: EngineConfig) -> int:
     signal.signal(signal.SIGINT, on_signal)
     process.run()
     return 0
+
+
+def log_failover_bound(config: EngineConfig) -> None:
+    """The takeover time the broker's group settings imply, read once at start: on a stock Kafka (45 s
+    sessions) failover is slow without anything else saying so (docs/operations.md, broker settings)."""
+    from confluent_kafka import KafkaException
+
+    from scheduler.doctor import checks, facts
+    from scheduler.kafka.clients import connection
+
+    log = logging.getLogger("scheduler.engine.failover")
+    admin = facts.admin_for(connection(config.bootstrap_servers, config.client_config))
+    try:
+        brokers = admin.list_topics(timeout=10).brokers
+        finding = checks.check_group_settings(facts.broker_configs(admin, min(brokers), 10))
+    except (KafkaException, ValueError) as exc:
+        log.info("could not read the broker's group settings (%s): the failover bound is unknown", exc)
+        return
+    if finding.level == checks.WARN:
+        log.warning("failover bound: %s; fix: %s", finding.detail, finding.fix)
+    else:
+        log.info("failover bound: %s", finding.detail)
 
 
 def _probes(metrics: EngineMetrics) -> tuple[Callable[[], Probe], Callable[[], Probe]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -69,12 +69,18 @@ class RestoreReader:
                                                "enable.auto.commit": False, "isolation.level": "read_committed",
                                                "enable.partition.eof": True}))
 
+    def _renew_admin(self) -> AdminClient:
+        """A new admin client, whose first metadata has the partitions' current leader epochs."""
+        self._admin = settled(AdminClient(self.conf))
+        return self._admin
+
     def begin(self, stores: Mapping[int, PartitionStore]) -> dict[int, PartitionRestore]:
         """Start restoring each partition into its store; all their bounds in one request per bound."""
         began = time.monotonic()
         self.connect()
         assert self._admin is not None and self._consumer is not None
-        bounds = log_bounds(self._admin, list(self.changelogs.values()), sorted(stores), self.timeout_s)
+        bounds = log_bounds(self._admin, list(self.changelogs.values()), sorted(stores), self.timeout_s,
+                            self._renew_admin)
         bounded = time.monotonic()
         started = {p: PartitionRestore(store, self.changelogs, p, self.codec, bounds[p], self.timeout_s, self.on_wait)
                    for p, store in stores.items()}
@@ -160,12 +166,17 @@ def restore_partition(store: PartitionStore, consumer_conf: dict[str, Any], chan
     return restore.applied
 
 
-_TRANSIENT = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+# The client's leader epochs are older or newer than the broker's, as after a broker of a cluster restarted and
+# leadership moved. librdkafka's admin client does not refresh its metadata on them (bench/gameday.py saw one retry
+# for two minutes, stalling the loop, then the process die): a new client is made for the retry.
+_STALE_EPOCH = frozenset({KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH})
+_TRANSIENT = _STALE_EPOCH | frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                         KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.REQUEST_TIMED_OUT, KafkaError._TIMED_OUT,
                         KafkaError._TRANSPORT})
 
 
-def log_bounds(admin: AdminClient, topics: list[str], partitions: list[int], timeout_s: float) -> dict[int, Bounds]:
+def log_bounds(admin: AdminClient, topics: list[str], partitions: list[int], timeout_s: float,
+               renew: Callable[[], AdminClient] | None = None) -> dict[int, Bounds]:
     """partition -> changelog topic -> (first offset, high watermark), in one request per bound for all: the
     high watermark as a read_uncommitted reader sees it, past every record, committed, aborted or still open.
     Retried while the error is transient: right after topic creation or a broker restart the partition may
@@ -188,4 +199,6 @@ def log_bounds(admin: AdminClient, topics: list[str], partitions: list[int], tim
             if not transient or time.monotonic() > deadline:
                 raise
             log.info("log bounds of %s%s not available yet (%s); retrying", topics, partitions, error)
+            if error.code() in _STALE_EPOCH and renew is not None:
+                admin = renew()
             time.sleep(0.5)

@@ -14,6 +14,7 @@ from scheduler.cli_support import EXIT_BAD_INPUT, EXIT_FORBIDDEN, add_renamed
 from scheduler.config import TENANT_ENV, Settings
 from scheduler.control.acls import scram_client_config
 from scheduler.health.endpoint import DEFAULT_BIND, serve
+from scheduler.kafka.client_config import CLIENT_CONFIG_ENV, client_config_path, read_client_config
 from scheduler.kafka.clients import NotAuthorized, connection
 from scheduler.timing.cli_values import duration_type
 from scheduler.wire.codec import codec_from_settings
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sasl-password-env", metavar="VAR",
                         help="environment variable holding the --sasl-user's password")
     parser.add_argument("--client-config", type=Path, metavar="FILE",
-                        help="librdkafka settings for every Kafka client of the worker, key=value lines")
+                        help="librdkafka settings for every Kafka client of the worker, key=value lines "
+                             f"(default ${CLIENT_CONFIG_ENV})")
     parser.add_argument("--metrics-port", type=int, default=0,
                         help="serve Prometheus metrics at /metrics, and the probes /healthz and /readyz, on this "
                              "port (0: disabled)")
@@ -72,24 +74,11 @@ def load_handler(path: str) -> Handler:
     return target
 
 
-def read_client_config(path: Path) -> dict[str, str]:
-    """`key=value` lines, as in a Java client's properties file; blank lines and `#` comments are skipped."""
-    settings = {}
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{path}:{number}: expected key=value, got {line!r}")
-        settings[key.strip()] = value.strip()
-    return settings
-
-
 def client_config(args: argparse.Namespace, bootstrap: str) -> dict[str, str]:
     """The settings of --client-config and --sasl-user; the password comes from the environment, so it
     shows neither in `ps` nor in shell history."""
-    settings = read_client_config(args.client_config) if args.client_config else {}
+    path = client_config_path(args.client_config)
+    settings = read_client_config(path) if path is not None else {}
     if (args.sasl_user is None) != (args.sasl_password_env is None):
         raise ValueError("--sasl-user and --sasl-password-env go together")
     if args.sasl_user is None:

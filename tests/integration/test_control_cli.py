@@ -92,7 +92,7 @@ def test_api_keys_create_prints_the_key_once_and_stores_its_hash(env, tmp_path):
 CREATE_VALUES = {"tenant": "acme", "every": "90m", "time_zone": "Europe/Berlin", "payload": "every-option",
                  "start": "2030-01-01T00:00:00Z", "end": "2031-01-01T00:00:00Z", "anchor": "2030-01-01T00:00:00Z",
                  "idempotency_key": "every-option-key", "max_fires": "7", "max_attempts": "4"}
-NOT_SPEC_FIELDS = {"help", "bootstrap", "prefix", "timeout", "json", "verbose", "tenant", "id", "idempotency_key",
+NOT_SPEC_FIELDS = {"help", "bootstrap", "prefix", "timeout", "json", "verbose", "client_config", "tenant", "id", "idempotency_key",
                    "cron", "at", "rrule"}
 
 

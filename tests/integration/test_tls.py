@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from engine_harness import SchedulerProcess, ensure_layout
+from engine_harness import REPO, SchedulerProcess, ensure_layout
 from worker_harness import WorkerProcess, handled, status_of
 
 from helpers.waiting import wait_until
@@ -112,3 +115,56 @@ def test_the_api_serves_https_and_a_plain_http_request_to_it_fails(kafka_bootstr
             httpx.get(server.url("https") + "/v1/tenants", timeout=10)  # the system CAs do not know it
     finally:
         server.stop()
+
+
+def test_every_kafka_command_reaches_a_sasl_ssl_only_cluster_with_client_config(tls_broker, tmp_path):
+    """Each command is given the SASL_SSL address only, and --client-config (or $SCHEDULER_CLIENT_CONFIG) with
+    the listener's settings; without them the same command cannot reach the cluster (exit 6)."""
+    bootstrap = tls_broker.ssl_bootstrap
+    assert bootstrap is not None
+    prefix = "tls2"
+    config_file = tmp_path / "client.properties"
+    config_file.write_text("".join(f"{k}={v}\n" for k, v in ssl_config(tls_broker).items()))
+    flag = ("--client-config", str(config_file))
+    env = {"KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
+    from_env = {**env, "SCHEDULER_CLIENT_CONFIG": str(config_file)}
+
+    def scheduler(*args: str, environ: dict[str, str] = env, timeout: str = "30s") -> tuple[int, str]:
+        run = subprocess.run([sys.executable, "-m", "scheduler", *args], cwd=REPO, capture_output=True, text=True,
+                             timeout=120, env={**os.environ, **environ})
+        return run.returncode, run.stdout + run.stderr
+
+    code, out = scheduler("topics", "ensure", *flag)
+    assert code == 0, out
+    code, out = scheduler("doctor", "--tenant", TENANT, *flag)
+    assert out.startswith(f"OK broker: {bootstrap} answers"), out
+    # `run` takes the file from the environment; the control commands get their results from it.
+    process = SchedulerProcess(bootstrap, prefix, tmp_path / "state", "tls2", ("--horizon", "3"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCHEDULER_CLIENT_CONFIG", str(config_file))
+        process.start()
+    api = ApiServer(bootstrap, prefix, tmp_path / "api.log", *flag)
+    try:
+        code, out = scheduler("tenants", "register", TENANT, *flag)
+        assert code == 0, out
+        code, out = scheduler("schedules", "create", "--tenant", TENANT, "--cron", "0 * * * *", "--tz", "UTC",
+                              "--id", "hourly", *flag)
+        assert code == 0, out
+        code, out = scheduler("schedules", "list", "--tenant", TENANT, "--json", environ=from_env)
+        assert code == 0 and "hourly" in out, out
+        code, out = scheduler("tenants", "get", TENANT, environ=from_env)
+        assert code == 0, out
+        code, out = scheduler("occurrences", "get", "--tenant", TENANT, "no-such-occurrence", *flag)
+        assert code == 3, out  # connected, and the occurrence is not known
+        code, out = scheduler("api", "keys", "create", "--admin", *flag)
+        assert code == 0, out
+        key = out.splitlines()[0]
+        api.wait_ready()
+        listed = httpx.get(api.url() + f"/v1/tenants/{TENANT}/schedules", headers={"Authorization": f"Bearer {key}"},
+                           timeout=30)
+        assert listed.status_code == 200 and "hourly" in listed.text, listed.text
+        code, out = scheduler("tenants", "list", "--timeout", "5s")
+        assert code == 6, out
+    finally:
+        api.stop()
+        process.terminate()

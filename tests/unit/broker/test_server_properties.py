@@ -2,7 +2,7 @@
 ACLs and SCRAM come exactly with a SASL port."""
 from pathlib import Path
 
-from scheduler.broker.server_properties import SUPER_USER, Listeners, server_settings
+from scheduler.broker.server_properties import SUPER_USER, Listeners, Quorum, server_settings, single_node_settings
 from scheduler.broker.tls import TlsFiles
 
 
@@ -32,3 +32,25 @@ def test_an_ssl_port_alone_still_enforces_acls_and_points_its_listener_at_the_ke
     assert settings["authorizer.class.name"].endswith("StandardAuthorizer")
     assert settings["listener.name.sasl_ssl.ssl.keystore.location"] == "/d/tls/broker.p12"
     assert settings["listener.name.sasl_ssl.ssl.key.password"] == "secret"
+
+
+def test_a_cluster_node_has_its_id_a_static_quorum_and_replicated_internal_topics() -> None:
+    quorum = Quorum(2, ((1, 9093), (2, 9095), (3, 9097)))
+    settings = server_settings(Listeners(9094, 9095), Path("/data/kraft"), None, quorum)
+    assert settings["node.id"] == "2"
+    assert settings["controller.quorum.voters"] == "1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097"
+    assert "controller.quorum.bootstrap.servers" not in settings
+    for key in ("default.replication.factor", "offsets.topic.replication.factor",
+                "transaction.state.log.replication.factor", "share.coordinator.state.topic.replication.factor"):
+        assert settings[key] == "3", key
+    for key in ("min.insync.replicas", "transaction.state.log.min.isr", "share.coordinator.state.topic.min.isr"):
+        assert settings[key] == "2", key
+    # The fast-failover group settings are the single node's.
+    assert {k: v for k, v in settings.items() if k.startswith("group.")} == \
+        {k: v for k, v in single_node_settings().items() if k.startswith("group.")}
+
+
+def test_cluster_ports_follow_the_base_port() -> None:
+    from scheduler.broker.cluster import NodePorts, default_ports
+
+    assert default_ports(9092, 3) == [NodePorts(9092, 9093), NodePorts(9094, 9095), NodePorts(9096, 9097)]

@@ -1,0 +1,1 @@
+"""`scheduler doctor`: checks of a deployment (scheduler.doctor.cli)."""
