@@ -183,6 +183,10 @@ class EngineMetrics:
             "was not served by anyone once it reached this process",
             buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0), registry=r)
         self.owned = Gauge("scheduler_owned_partitions", "Input partitions this process owns", registry=r)
+        self.partition_owned = Gauge(
+            "scheduler_partition_owned",
+            "1 for each input partition this process owns (restoring or dispatching); gone once it is revoked",
+            ["partition"], registry=r)
         self.ownership_changes = PromCounter("scheduler_partition_ownership_changes",
                                              "Partitions assigned to or revoked from this process", ["change"],
                                              registry=r)
@@ -293,11 +297,13 @@ class EngineMetrics:
 
     def assigned(self, partitions: Sequence[int], owned: int) -> None:
         self._ownership("assigned", partitions, owned)
+        for partition in partitions:
+            self.partition_owned.labels(str(partition)).set(1)
 
     def revoked(self, partitions: Sequence[int], owned: int) -> None:
         self._ownership("revoked", partitions, owned)
         for partition in partitions:
-            for gauge in (self.due_backlog, self.oldest_overdue, self.horizon_lag):
+            for gauge in (self.due_backlog, self.oldest_overdue, self.horizon_lag, self.partition_owned):
                 try:
                     gauge.remove(str(partition))
                 except KeyError:
@@ -306,7 +312,6 @@ class EngineMetrics:
     def _ownership(self, change: str, partitions: Sequence[int], owned: int) -> None:
         self.ownership_changes.labels(change).inc(len(partitions))
         self.owned.set(owned)
-
 
     # -- standby copies ------------------------------------------------------------------
 
