@@ -2,11 +2,11 @@
 wait, and each partition's due-and-not-sent figures for the backlog gauges.
 
 Pure reads of the tasks' scans and timelines, with `now_ms` passed in (scheduler/engine/runtime.py runs the
-turn); the pacing decision itself (`poll_timeout_s`) takes plain facts so it can be reasoned about alone.
+turn); the pacing decision itself (`poll_timeout_s`) takes plain facts and a reader of the next due entry.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from scheduler.engine.metrics import PartitionReading
@@ -36,18 +36,20 @@ def next_due_ms(tasks: Iterable[SchedulerTask]) -> int | None:
     return min(dues, default=None)
 
 
-def poll_timeout_s(now_ms: int, soonest_ms: int | None, pace: Pace) -> float:
+def poll_timeout_s(now_ms: int, next_due: Callable[[], int | None], pace: Pace) -> float:
     """Until the next due entry, but no sooner than a turn interval after the last turn began; after a
     turn that could send nothing of what was due (all held back by rate or running-slot limits) the idle
     poll, so waiting on a limit does not spin the loop. Without the interval a steady stream of due
     entries (one every 0.4 ms at the daily average) had the loop commit a transaction for every few of
-    them, and the turns' fixed cost became most of the engine's CPU. An open stage keeps its timing."""
+    them, and the turns' fixed cost became most of the engine's CPU. An open stage keeps its timing.
+    `next_due` (the soonest due entry) is asked only when it counts: a filling stage spins the loop."""
     if pace.restoring:
         return 0.0
     if pace.held_up:
         return pace.idle_poll_ms / 1000.0
     if pace.stage_filling:
         return 0.0
+    soonest_ms = next_due()
     wait_ms = pace.idle_poll_ms if soonest_ms is None else min(pace.idle_poll_ms, soonest_ms - now_ms)
     if not pace.stage_under_way:
         wait_ms = max(wait_ms, pace.turn_began_ms + pace.turn_interval_ms - now_ms)

@@ -281,7 +281,7 @@ class SchedulerProcess:
     def _poll_timeout_s(self, now_ms: int) -> float:
         pace = due_work.Pace(self.assignment.restoring, self._held_up, self.stages.filling, self.stages.under_way,
                              self._turn_began_ms, self.config.idle_poll_ms, self.config.turn_interval_ms)
-        return due_work.poll_timeout_s(now_ms, due_work.next_due_ms(self.tasks.values()), pace)
+        return due_work.poll_timeout_s(now_ms, lambda: due_work.next_due_ms(self.tasks.values()), pace)
 
     def _dispatch(self, now_ms: int) -> bool:
         """Send what is due; True when the strict lane had more than one turn's budget."""
