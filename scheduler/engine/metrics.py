@@ -8,10 +8,8 @@ can see. Each process has its own registry, served over HTTP with the health pro
 """
 from __future__ import annotations
 
-import bisect
-import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,63 +21,17 @@ from prometheus_client import (
 from prometheus_client import (
     Counter as PromCounter,
 )
-from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, due_ms_of
+from scheduler.engine.weighted_histogram import WeightedHistogram
 from scheduler.health.probes import Heartbeat
 
 COMMIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 LAG_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 LANES = {DISPATCH: "strict", CATCH_UP: "catch_up"}
-
-
-class WeightedHistogram:
-    """A histogram that takes one value observed `count` times in one call.
-
-    prometheus_client's Histogram only observes one value at a time; a burst of 20,000 entries due
-    at the same instant is one call here instead of 20,000.
-    """
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float],
-                 registry: CollectorRegistry) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
-        self.bounds = tuple(sorted(buckets))
-        self._series: dict[tuple[str, ...], list[float]] = {}  # per label set: bucket counts..., +Inf, sum
-        self._lock = threading.Lock()
-        registry.register(self)
-
-    def observe_many(self, labels: tuple[str, ...], value: float, count: int) -> None:
-        index = bisect.bisect_left(self.bounds, value)
-        with self._lock:
-            series = self._series.get(labels)
-            if series is None:
-                series = self._series[labels] = [0.0] * (len(self.bounds) + 2)
-            series[index] += count
-            series[-1] += value * count
-
-    def collect(self) -> Iterator[HistogramMetricFamily]:
-        family = HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-        with self._lock:
-            snapshot = {labels: list(series) for labels, series in self._series.items()}
-        for labels, series in snapshot.items():
-            cumulative, buckets = 0.0, []
-            for bound, n in zip((*self.bounds, float("inf")), series[:-1], strict=True):
-                cumulative += n
-                buckets.append((_bound_text(bound), cumulative))
-            family.add_metric(list(labels), buckets, series[-1])
-        yield family
-
-    def describe(self) -> Iterator[HistogramMetricFamily]:
-        yield HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-
-def _bound_text(bound: float) -> str:
-    return "+Inf" if bound == float("inf") else repr(float(bound))
 
 
 @dataclass(frozen=True)
@@ -183,6 +135,10 @@ class EngineMetrics:
             "was not served by anyone once it reached this process",
             buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0), registry=r)
         self.owned = Gauge("scheduler_owned_partitions", "Input partitions this process owns", registry=r)
+        self.partition_owned = Gauge(
+            "scheduler_partition_owned",
+            "1 for each input partition this process owns (restoring or dispatching); gone once it is revoked",
+            ["partition"], registry=r)
         self.ownership_changes = PromCounter("scheduler_partition_ownership_changes",
                                              "Partitions assigned to or revoked from this process", ["change"],
                                              registry=r)
@@ -293,11 +249,13 @@ class EngineMetrics:
 
     def assigned(self, partitions: Sequence[int], owned: int) -> None:
         self._ownership("assigned", partitions, owned)
+        for partition in partitions:
+            self.partition_owned.labels(str(partition)).set(1)
 
     def revoked(self, partitions: Sequence[int], owned: int) -> None:
         self._ownership("revoked", partitions, owned)
         for partition in partitions:
-            for gauge in (self.due_backlog, self.oldest_overdue, self.horizon_lag):
+            for gauge in (self.due_backlog, self.oldest_overdue, self.horizon_lag, self.partition_owned):
                 try:
                     gauge.remove(str(partition))
                 except KeyError:
@@ -306,7 +264,6 @@ class EngineMetrics:
     def _ownership(self, change: str, partitions: Sequence[int], owned: int) -> None:
         self.ownership_changes.labels(change).inc(len(partitions))
         self.owned.set(owned)
-
 
     # -- standby copies ------------------------------------------------------------------
 

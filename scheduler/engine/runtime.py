@@ -15,10 +15,10 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from scheduler.engine import dispatch_lane
+from scheduler.engine import dispatch_lane, due_work
 from scheduler.engine.admission_handler import Admissions
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.config import (
@@ -27,7 +27,7 @@ from scheduler.engine.config import (
     producer_conf,
     task_topics,
 )
-from scheduler.engine.metrics import EngineMetrics, PartitionReading
+from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.occurrence_timeline import planning_lead_ms
 from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.partition_store import PartitionStore
@@ -37,9 +37,9 @@ from scheduler.engine.restore import RestoreReader
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask
-from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, WAKE
+from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH
 from scheduler.kafka.admin import ensure_topics
-from scheduler.kafka.clients import connection, settled
+from scheduler.kafka.clients import connection, is_noise, settled
 from scheduler.kafka.transactional import TransactionalProducer
 from scheduler.wire.codec import Codec
 from scheduler.wire.partitioning import partition_for
@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
-BACKLOG_COUNTED = 1_000  # due entries (and due fires not planned) counted per partition for the backlog gauge
 
 
 class SchedulerProcess:
@@ -147,10 +146,10 @@ class SchedulerProcess:
         now_ms = int(self.clock() * 1000)
         messages = self.consumer.consume(self.config.input_batch, timeout=self._poll_timeout_s(now_ms))
         now_ms = int(self.clock() * 1000)
-        inputs = [m for m in messages if not self._is_noise(m)]
+        inputs = [m for m in messages if not is_noise(m)]
         self.assignment.step(time.monotonic() + self.config.restore_slice_ms / 1000)
         self.stages.step(now_ms)
-        if not inputs and not self._has_due_work(now_ms):
+        if not inputs and not due_work.has_due_work(self.tasks.values(), now_ms):
             return
         producer = self.producer
         assert producer is not None
@@ -188,11 +187,8 @@ class SchedulerProcess:
     def _read_partitions(self) -> None:
         """What is due and not sent, after the commit: entries due, and fires due but not yet planned."""
         now_ms = int(self.clock() * 1000)
-        self.metrics.partitions(now_ms, planning_lead_ms(self.config.horizon_ms), [
-            PartitionReading(p, task.scan.next_due_ms(DISPATCH), task.timeline.next_wake_ms(),
-                             task.scan.count_due(DISPATCH, now_ms, BACKLOG_COUNTED),
-                             task.scan.count_due(WAKE, now_ms, BACKLOG_COUNTED))
-            for p, task in self.tasks.items()])
+        self.metrics.partitions(now_ms, planning_lead_ms(self.config.horizon_ms),
+                                due_work.partition_readings(self.tasks, now_ms))
 
     def _apply_inputs(self, inputs: list[Any], now_ms: int,
                       first_offsets: dict[tuple[str, int], int]) -> tuple[dict[tuple[str, int], int], bool]:
@@ -282,52 +278,10 @@ class SchedulerProcess:
         for partition, task in self.tasks.items():
             task.committed(changelog_offsets.get(partition, {}))
 
-    def _is_noise(self, msg: Any) -> bool:
-        error = msg.error()
-        if error is None:
-            return False
-        if error.code() == KafkaError._PARTITION_EOF:
-            return True
-        if error.fatal():
-            raise KafkaException(error)
-        log.warning("consumer error: %s", error)
-        return True
-
     def _poll_timeout_s(self, now_ms: int) -> float:
-        """Until the next due entry, but no sooner than a turn interval after the last turn began; after a
-        turn that could send nothing of what was due (all held back by rate or running-slot limits) the idle
-        poll, so waiting on a limit does not spin the loop. Without the interval a steady stream of due
-        entries (one every 0.4 ms at the daily average) had the loop commit a transaction for every few of
-        them, and the turns' fixed cost became most of the engine's CPU. An open stage keeps its timing."""
-        if self.assignment.restoring:
-            return 0.0
-        if self._held_up:
-            return self.config.idle_poll_ms / 1000.0
-        if self.stages.filling:
-            return 0.0
-        soonest = None
-        for task in self.tasks.values():
-            for lane in (DISPATCH, CATCH_UP):
-                due = task.scan.next_due_ms(lane)
-                if due is not None and (soonest is None or due < soonest):
-                    soonest = due
-        wait_ms = self.config.idle_poll_ms if soonest is None else min(self.config.idle_poll_ms, soonest - now_ms)
-        if not self.stages.under_way:
-            wait_ms = max(wait_ms, self._turn_began_ms + self.config.turn_interval_ms - now_ms)
-        return max(0.0, wait_ms / 1000.0)
-
-    def _has_due_work(self, now_ms: int) -> bool:
-        return self._due_entries(now_ms) or any(task.timeline.has_wake_due(now_ms) or task.scan.has_staged_to_delete()
-                                                or task.attempts.has_expired_lease(now_ms)
-                                                for task in self.tasks.values())
-
-    def _due_entries(self, now_ms: int) -> bool:
-        for task in self.tasks.values():
-            for lane in (DISPATCH, CATCH_UP):
-                due = task.scan.next_due_ms(lane)
-                if due is not None and due <= now_ms:
-                    return True
-        return False
+        pace = due_work.Pace(self.assignment.restoring, self._held_up, self.stages.filling, self.stages.under_way,
+                             self._turn_began_ms, self.config.idle_poll_ms, self.config.turn_interval_ms)
+        return due_work.poll_timeout_s(now_ms, lambda: due_work.next_due_ms(self.tasks.values()), pace)
 
     def _dispatch(self, now_ms: int) -> bool:
         """Send what is due; True when the strict lane had more than one turn's budget."""
@@ -337,7 +291,7 @@ class SchedulerProcess:
         if strict < self.config.dispatch_budget:
             catch_up = dispatch_lane.dispatch(tasks, CATCH_UP, now_ms, self.config.catch_up_budget,
                                               self.catch_up_limits, self.metrics)
-            self._held_up = strict + catch_up == 0 and self._due_entries(now_ms)
+            self._held_up = strict + catch_up == 0 and due_work.has_due_entries(tasks, now_ms)
             return False
         self._held_up = False
         return True

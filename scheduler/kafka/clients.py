@@ -7,11 +7,14 @@ raise `NotAuthorized`, naming what was refused, instead.
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+log = logging.getLogger(__name__)
 
 # Every producer of the project: a record is acknowledged once all in-sync replicas hold it (at least the topic's
 # min.insync.replicas, scheduler.kafka.replication), and retries neither duplicate nor reorder it. Transactional
@@ -99,3 +102,17 @@ def settled(client: C, timeout_s: float = 10.0, topic: str | None = None) -> C:
     for _ in range(2):
         client.list_topics(topic, timeout=timeout_s)
     return client
+
+
+def is_noise(msg: Message) -> bool:
+    """A consumed message that is no record: an end of partition, or a transient error (logged; librdkafka
+    recovers on its own). A fatal error raises: the client can do nothing more."""
+    error = msg.error()
+    if error is None:
+        return False
+    if error.code() == KafkaError._PARTITION_EOF:
+        return True
+    if error.fatal():
+        raise KafkaException(error)
+    log.warning("consumer error: %s", error)
+    return True

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from helpers.waiting import wait_until
+from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
 from scheduler.kafka.admin import ensure_tenant_topics, ensure_topics
 from scheduler.timing.occurrence_id import occurrence_id
@@ -53,15 +54,23 @@ class SchedulerProcess:
     # Engine tests name tenants freely and rely on the engine's default quotas (unlimited running slots,
     # so bursts are staged): they run with --open-tenants. Tests that register their tenants run strict.
     open_tenants: bool = True
+    # Ownership and readiness are read from the process's /metrics and /readyz, never from its log text: every
+    # process serves them, on the port its `--metrics-port` names or on a free one.
+    metrics_port: int = 0
 
     def start(self) -> SchedulerProcess:
         env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": self.bootstrap, "SCHEDULER_TOPIC_PREFIX": self.prefix}
         self.log_path = self.state_dir.parent / f"{self.instance_id}.log"
         log = open(self.log_path, "ab")
+        args = list(self.extra_args)
+        if "--metrics-port" in args:
+            self.metrics_port = int(args[args.index("--metrics-port") + 1])
+        else:
+            self.metrics_port = free_port()
+            args += ["--metrics-port", str(self.metrics_port)]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "run", "--instance-id", self.instance_id,
-             "--state-dir", str(self.state_dir), *(("--open-tenants",) if self.open_tenants else ()),
-             *self.extra_args],
+             "--state-dir", str(self.state_dir), *(("--open-tenants",) if self.open_tenants else ()), *args],
             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         return self
 
@@ -79,14 +88,27 @@ class SchedulerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def owned_partitions(self) -> set[int]:
-        """The partitions this process owns now, per its own log of assignments and revocations."""
-        owned: set[int] = set()
-        for line in (self.log_tail(10_000) or "").splitlines():
-            for verb in ("assigned partitions ", "revoked partitions "):
-                if verb in line:
-                    numbers = {int(n) for n in line.split(verb, 1)[1].strip("[] \n").split(",") if n.strip()}
-                    owned = numbers if verb.startswith("assigned") else owned - numbers
-        return owned
+        """The partitions this process owns now (restoring ones included), per its `scheduler_partition_owned`
+        gauge; none while its endpoint is not up yet."""
+        try:
+            samples = scrape(self.metrics_port)
+        except OSError:
+            return set()
+        return {int(dict(labels)["partition"]) for (name, labels), value in samples.items()
+                if name == "scheduler_partition_owned" and value == 1}
+
+    def revoked_count(self) -> int:
+        """How many partitions were revoked from this process so far (`scheduler_partition_ownership_changes`)."""
+        samples = scrape(self.metrics_port)
+        return int(samples.get(("scheduler_partition_ownership_changes_total", (("change", "revoked"),)), 0))
+
+    def ready(self) -> bool:
+        """`/readyz` answers 200: the process owns partitions and every one of them dispatches (none restoring)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/readyz", timeout=5) as response:
+                return bool(response.status == 200)
+        except OSError:  # not serving yet, or 503 (urllib's HTTPError is an OSError)
+            return False
 
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():
@@ -99,6 +121,15 @@ def wait_for_log(process: SchedulerProcess, text: str, until_s: float) -> None:
         assert time.time() < until_s, f"never logged {text!r}:\n{process.log_tail()}"
         assert process.alive(), process.log_tail()
         time.sleep(0.05)
+
+
+def wait_until_ready(process: SchedulerProcess, timeout: float) -> None:
+    """Until the process owns partitions and dispatches for every one of them (its /readyz)."""
+    def ready() -> bool:
+        assert process.alive(), process.log_tail()
+        return process.ready()
+
+    wait_until(ready, timeout, lambda: f"{process.instance_id} to be ready:\n{process.log_tail()}", interval=0.2)
 
 
 def wait_for_split(processes: list[SchedulerProcess], partitions: int, timeout: float = 60) -> None:

@@ -128,9 +128,19 @@ def downtime_run(kafka_bootstrap, tmp_path_factory):
     stopped_ms = int(time.time() * 1000)
     time.sleep(8)
     restarted = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a", args).start()
-    time.sleep(10)
-    occurrences.poll(1)
-    events.poll(1)
+    restarted_ms = int(time.time() * 1000)
+
+    # Catch-ups and MISSED records come before the fires due after the restart: once every schedule has had
+    # on-time fires 3 s past it, whatever the downtime left is in (and an absent catch-up is absent for good).
+    def resumed(got) -> bool:
+        return all(sum(r.record["schedule_id"] == policy.lower() and not r.record["catch_up"]
+                       and r.record["scheduled_for_ms"] >= restarted_ms + 3000 for r in got) >= 2
+                   for policy in policies)
+
+    occurrences.until(resumed, timeout=60)
+    assert resumed(occurrences.received), "the schedules did not resume after the restart:\n" + restarted.log_tail()
+    events.until(lambda got: {e.record["schedule_id"] for e in got if e.record["kind"] == "MISSED"}
+                 >= {policy.lower() for policy in policies}, timeout=15)
     yield occurrences.received, events.received, stopped_ms
     restarted.terminate()
     occurrences.close()

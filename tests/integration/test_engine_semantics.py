@@ -40,13 +40,26 @@ def of(received, schedule_id):
     return [r for r in received if r.record["schedule_id"] == schedule_id]
 
 
+def witness_fires_after(occurrences: TopicReader, witness: str, since_ms: int, fires: int = 4) -> None:
+    """Absence is proved by what else happened meanwhile: polls (with a deadline) until `fires` fires of the
+    every-second `witness` schedule due after `since_ms` were dispatched. The engine then kept dispatching
+    for that long, so a fire of a schedule on the same cadence due in that window would have come too."""
+    def witnessed(got) -> bool:
+        return sum(r.record["scheduled_for_ms"] > since_ms for r in of(got, witness)) >= fires
+
+    occurrences.until(witnessed, timeout=fires + 20)
+    assert witnessed(occurrences.received), f"the engine stopped dispatching {witness} after {since_ms}"
+
+
 def test_after_an_accepted_update_no_occurrence_of_the_old_version_is_dispatched(env):
     process, client, occurrences, events = env
     client.create(TENANT, every_second(), schedule_id="upd")
     occurrences.until(lambda got: len(of(got, "upd")) >= 2, timeout=30)
     accepted = client.update(TENANT, "upd", every_second(payload=b"v2"), expected_version=1)
     assert accepted["version"] == 2
-    occurrences.poll(4)
+    # The new version's own fires show the engine kept dispatching after the update: had old entries
+    # survived it, they would have come out beside these.
+    occurrences.until(lambda got: sum(r.record["schedule_version"] == 2 for r in of(got, "upd")) >= 3, timeout=30)
     mine = of(occurrences.received, "upd")
     old = [r for r in mine if r.record["schedule_version"] == 1]
     new = [r for r in mine if r.record["schedule_version"] == 2]
@@ -70,9 +83,10 @@ def test_a_stale_expected_version_is_rejected_and_changes_nothing(env):
 def test_after_an_accepted_cancel_nothing_more_is_dispatched(env):
     process, client, occurrences, events = env
     client.create(TENANT, every_second(), schedule_id="can")
+    client.create(TENANT, every_second(), schedule_id="can-witness")
     occurrences.until(lambda got: len(of(got, "can")) >= 2, timeout=30)
     accepted = client.cancel(TENANT, "can")
-    occurrences.poll(4)
+    witness_fires_after(occurrences, "can-witness", accepted["processed_at_ms"])
     mine = of(occurrences.received, "can")
     assert max(r.timestamp_ms for r in mine) <= accepted["processed_at_ms"], process.log_tail()
     canceled = [e.record for e in of(events.poll(1), "can") if e.record["kind"] == "CANCELED"]
@@ -87,11 +101,12 @@ def test_pause_dispatches_nothing_and_resume_accounts_for_every_skipped_fire(env
     process, client, occurrences, events = env
     spec = every_second()
     client.create(TENANT, spec, schedule_id="pz")
+    client.create(TENANT, every_second(), schedule_id="pz-witness")
     occurrences.until(lambda got: len(of(got, "pz")) >= 2, timeout=30)
     paused = client.pause(TENANT, "pz")
-    time.sleep(6)
+    witness_fires_after(occurrences, "pz-witness", paused["processed_at_ms"], fires=5)
     resumed = client.resume(TENANT, "pz")
-    occurrences.poll(4)
+    occurrences.until(lambda got: any(r.record["schedule_version"] == 3 for r in of(got, "pz")), timeout=30)
     mine = of(occurrences.received, "pz")
     during = [r for r in mine if paused["processed_at_ms"] < r.timestamp_ms < resumed["processed_at_ms"]]
     assert not during, "a paused schedule dispatched"

@@ -23,6 +23,7 @@ from engine_harness import (
     read_until_all,
     rfc3339,
     wait_for_log,
+    wait_until_ready,
 )
 
 from scheduler.control.client import SchedulerClient, make_spec
@@ -132,7 +133,7 @@ def test_a_killed_stage_blocks_readers_only_until_another_instance_takes_its_par
         assert sum(r.record["occurrence_id"] == "marker" for r in passed) == len(targets), "a marker never passed"
         blocked_ms = max(r.seen_ms for r in passed if r.record["occurrence_id"] == "marker") - killed_ms
         # The abort comes with B's first stage producer's initialisation, right after B receives the partitions.
-        wait_for_log(b, "assigned partitions", time.time() + 60)
+        wait_until_ready(b, 60)
         moved_ms = logged_ms(b.log_tail(10_000), "added (owned now")
     finally:
         markers.close()

@@ -2,11 +2,10 @@
 refused while the first keeps running (scheduler/engine/state_dir.py)."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
-from engine_harness import TOPOLOGY, SchedulerProcess, ensure_layout, wait_for_log
+from engine_harness import TOPOLOGY, SchedulerProcess, ensure_layout, wait_until_ready
 
 from scheduler.engine.cli import EXIT_STATE_IN_USE
 
@@ -27,7 +26,7 @@ def test_a_second_process_on_the_same_instance_state_dir_is_refused_and_the_firs
     state = tmp_path / "state"
     first = SchedulerProcess(kafka_bootstrap, unique_prefix, state, "a").start()
     try:
-        wait_for_log(first, "assigned partitions", time.time() + 90)
+        wait_until_ready(first, 90)
         instance = state / unique_prefix / "a"
         assert (instance / "LOCK").is_file()
         second = SchedulerProcess(kafka_bootstrap, unique_prefix, same_dir_elsewhere(tmp_path, "second", state),
@@ -45,6 +44,6 @@ def test_a_second_process_on_the_same_instance_state_dir_is_refused_and_the_firs
     third = SchedulerProcess(kafka_bootstrap, unique_prefix, same_dir_elsewhere(tmp_path, "third", state),
                              "a").start()  # the first's lock went with it
     try:
-        wait_for_log(third, "assigned partitions", time.time() + 90)
+        wait_until_ready(third, 90)
     finally:
         assert third.terminate() == 0, third.log_tail()

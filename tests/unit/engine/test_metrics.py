@@ -93,4 +93,8 @@ def test_restore_and_exposition_text():
     text = generate_latest(registry).decode()
     assert 'scheduler_restore_records_total{store="timeline"} 30.0' in text
     assert "scheduler_owned_partitions 2.0" in text
+    assert 'scheduler_partition_owned{partition="1"} 1.0' in text
+    m.revoked([0], owned=1)
+    assert registry.get_sample_value("scheduler_partition_owned", {"partition": "0"}) is None
+    assert registry.get_sample_value("scheduler_partition_owned", {"partition": "1"}) == 1
     assert registry.get_sample_value("scheduler_partitions_restoring") == 0

@@ -3,7 +3,7 @@ with progress, none after the outcome, and a redelivery of a lost attempt skippe
 from __future__ import annotations
 
 import dataclasses
-import time
+import threading
 
 import pytest
 
@@ -24,26 +24,43 @@ def test_the_interval_is_a_third_of_the_lease_with_a_floor():
 
 
 def test_heartbeats_run_while_the_handler_runs_and_stop_before_the_outcome():
+    """Driven by the beats themselves, not by a band of wall-clock time: the handler waits for the thread's
+    beats, beats once itself, waits for more, and returns; the thread is joined before the outcome."""
     written: list[dict] = []
+    recorded = threading.Condition()
     reported: list[bool] = []
 
+    def record(event: dict) -> None:
+        with recorded:
+            written.append(event)
+            recorded.notify_all()
+
+    def beats() -> int:
+        return sum(e["kind"] == "HEARTBEAT" for e in written)
+
+    def await_beats(count: int) -> None:
+        with recorded:
+            assert recorded.wait_for(lambda: beats() >= count, timeout=10), f"only {beats()} heartbeats"
+
     def handler(occurrence: Occurrence, ctx: AttemptContext) -> None:
-        time.sleep(0.7)
+        await_beats(2)  # the thread's, every lease/3 while the handler runs
         reported.append(ctx.heartbeat(progress="half"))
-        time.sleep(0.5)
+        await_beats(4)  # and on after the handler's own
 
     ctx = AttemptContext.fresh()
-    outcome = run_attempt(OCC, ctx, handler, ScheduleView(), "w1", lambda: 1, written.append)
+    outcome = run_attempt(OCC, ctx, handler, ScheduleView(), "w1", lambda: 1, record)
     kinds = [e["kind"] for e in written]
-    assert kinds[0] == "STARTED" and set(kinds[1:]) == {"HEARTBEAT"}
-    assert 4 <= kinds.count("HEARTBEAT") <= 8, kinds  # ~1.2 s at 0.2 s, one of them the handler's
-    assert reported == [True] and [e["progress"] for e in written].count("half") == 1
+    assert kinds[0] == "STARTED" and set(kinds[1:]) == {"HEARTBEAT"} and kinds.count("HEARTBEAT") >= 4, kinds
+    progress = [e["progress"] for e in written]
+    assert reported == [True] and progress.count("half") == 1 and progress.index("half") >= 3, progress
     assert {e["attempt_token"] for e in written} == {ctx.attempt_token}
     assert outcome is not None and outcome["kind"] == "SUCCEEDED"
-    count = len(written)
-    time.sleep(0.5)
-    assert len(written) == count, "no heartbeat after the outcome"
+    # No heartbeat after the outcome: the beating thread is gone (joined before run_attempt returned), and the
+    # handler's own renewal is refused.
+    beating = [t for t in threading.enumerate() if t.name == f"heartbeat-{ctx.attempt_token[:8]}"]
+    assert beating == [], "a heartbeat thread outlived its attempt"
     assert not ctx.heartbeat(), "no renewal once the handler returned"
+    assert [e["kind"] for e in written] == kinds
 
 
 def test_a_redelivered_lost_attempt_is_skipped_and_a_running_one_learns_of_its_loss():
