@@ -102,6 +102,17 @@ def phases(log_path: Path, killed_ms: int) -> dict[str, int]:
     return found
 
 
+def stop_members(members: list[Member]) -> None:
+    """SIGTERM every process still running; a SIGKILL only for one that has not stopped in 30 s."""
+    for member in members:
+        if member.proc.poll() is None:
+            member.proc.send_signal(signal.SIGTERM)
+            try:
+                member.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                member.proc.kill()
+
+
 def start(bootstrap: str, prefix: str, work: Path, name: str, mode_args: tuple[str, ...]) -> Member:
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "SCHEDULER_TOPIC_PREFIX": prefix}
     log_path, port = work / f"{name}.log", free_port()
@@ -241,13 +252,7 @@ def one_run(bootstrap: str, mode: str, idle: int, per_s: int, preload: bool) -> 
                 "cpu_seed_s": cpu_seed, "cpu_steady_share": cpu_steady, "late": late,
                 "disk_victim_mb": disk["a"], "disk_survivor_mb": disk["b"]}
     finally:
-        for member in members:
-            if member.proc.poll() is None:
-                member.proc.send_signal(signal.SIGTERM)
-                try:
-                    member.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    member.proc.kill()
+        stop_members(members)
         delete_prefixed_topics(bootstrap, prefix)
         for member in members:
             shutil.rmtree(member.state, ignore_errors=True)

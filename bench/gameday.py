@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import math
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from burst_common import RESULTS, rfc3339
-from failover import Member, percentile, start, wait_split
+from failover import Member, percentile, start, stop_members, wait_split
 from scheduler.broker.cluster import LocalCluster, NodePorts
 from scheduler.broker.local import free_port
 from scheduler.control.client import SchedulerClient, make_spec
@@ -139,13 +138,7 @@ def run(per_s: int, phase_s: int, work: Path) -> list[str]:
         rss_end = {m.name: rss_mb(m.proc.pid) for m in members if m.proc.poll() is None}
         return report(expected, seen, copies, first_s, phase_s, per_s, events, rss_start, rss_end)
     finally:
-        for member in members:
-            if member.proc.poll() is None:
-                member.proc.send_signal(signal.SIGTERM)
-                try:
-                    member.proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    member.proc.kill()
+        stop_members(members)
         cluster.stop(timeout=10)
         print(f"logs and data in {work}", file=sys.stderr)
 

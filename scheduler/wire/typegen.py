@@ -21,6 +21,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from scheduler.wire import vocabulary
 from scheduler.wire.schemas import schema_dir
 from scheduler.wire.vocabulary import UNKNOWN
 
@@ -54,27 +55,12 @@ def short(name: str) -> str:
 
 
 def named_definitions(schemas: list[Json]) -> dict[str, Json]:
-    """Every record and enum defined anywhere in `schemas`, nested ones too, by short name."""
-    found: dict[str, Json] = {}
-
-    def walk(node: Json) -> None:
-        if isinstance(node, list):
-            for member in node:
-                walk(member)
-        elif isinstance(node, dict):
-            kind = node.get("type")
-            if kind in ("record", "enum", "fixed") and "name" in node:
-                found[short(node["name"])] = node
-            if kind == "fixed":
-                raise ValueError(f"fixed type {node['name']!r} has no mapping in the type generator")
-            for key in ("items", "values"):
-                if key in node:
-                    walk(node[key])
-            for field in node.get("fields", ()):
-                walk(field["type"])
-
-    for schema in schemas:
-        walk(schema)
+    """Every record and enum defined anywhere in `schemas`, nested ones too, by short name; a fixed type has no
+    TypedDict mapping and is refused."""
+    found = vocabulary.named_definitions(schemas)
+    for node in found.values():
+        if node.get("type") == "fixed":
+            raise ValueError(f"fixed type {node['name']!r} has no mapping in the type generator")
     return found
 
 

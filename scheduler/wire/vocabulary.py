@@ -21,6 +21,11 @@ LONGS = frozenset({"int", "long"})
 @cache
 def named_types() -> dict[str, Json]:
     """Every named type defined in the current schema files, by its short name."""
+    return named_definitions([json.loads(path.read_text()) for path in sorted(schema_dir().glob("*.avsc"))])
+
+
+def named_definitions(schemas: list[Json]) -> dict[str, Json]:
+    """Every record, enum and fixed type defined anywhere in `schemas`, nested ones too, by short name."""
     found: dict[str, Json] = {}
 
     def walk(node: Json) -> None:
@@ -36,8 +41,8 @@ def named_types() -> dict[str, Json]:
             for field in node.get("fields", ()):
                 walk(field["type"])
 
-    for path in sorted(schema_dir().glob("*.avsc")):
-        walk(json.loads(path.read_text()))
+    for schema in schemas:
+        walk(schema)
     return found
 
 
