@@ -44,7 +44,7 @@ from burst_common import (
     rfc3339,
 )
 from burst_report import analyse, staged_burst
-from children import interruptible, stop_child, stop_group, uninterrupted
+from children import closed_at_exit, interruptible, stop_child, stop_group, stop_step, uninterrupted
 from idle_states import IDLE_TENANT, write_idle_states
 from scheduler.broker.local import LocalBroker, free_port
 from scheduler.control.client import SchedulerClient
@@ -108,7 +108,7 @@ def _run(config: BurstConfig) -> BurstResult:
                              daemon=True)
         reader.start()
 
-        with SchedulerClient(bootstrap, prefix, timeout_s=600) as client:
+        with closed_at_exit(SchedulerClient(bootstrap, prefix, timeout_s=600), "the control client") as client:
             idle_rate = None
             if config.idle and not config.preload_idle:
                 idle_s = create_all(client, [(f"idle-{n:08d}", IDLE_TENANT) for n in range(config.idle)], far, 0,
@@ -216,13 +216,16 @@ def _run(config: BurstConfig) -> BurstResult:
             if stop is not None:
                 stop.set()
             for child in ([reader] if reader is not None else []) + children:
-                stop_child(child, 30)
+                with stop_step(f"process {child.name}"):
+                    stop_child(child, 30)
             if profiler is not None:
                 stop_group(profiler, 10)
             if engine is not None:
-                engine.stop()
+                with stop_step("the engine"):
+                    engine.stop()
             if broker is not None:
-                broker.stop()
+                with stop_step("the broker"):
+                    broker.stop()
             elif prefix is not None and bootstrap and not os.environ.get("BENCH_KEEP_WORKDIR"):
                 delete_prefixed_topics(bootstrap, prefix, timeout=120)
             if os.environ.get("BENCH_KEEP_WORKDIR"):

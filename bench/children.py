@@ -10,12 +10,21 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
 
 
 def detach() -> int:
@@ -72,3 +81,24 @@ def uninterrupted() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def stop_step(label: str) -> Iterator[None]:
+    """One step of a bench's shutdown, its duration on stderr: when stopping is slow, the log says which child
+    was (each step has its own bound; a test of Ctrl-C bounds their sum)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        print(f"stop: {label} in {time.monotonic() - started:.1f}s", file=sys.stderr)
+
+
+@contextmanager
+def closed_at_exit(resource: C, label: str) -> Iterator[C]:
+    """`resource`, closed at the block's end as a timed stop step."""
+    try:
+        yield resource
+    finally:
+        with stop_step(label):
+            resource.close()

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -71,7 +73,12 @@ def test_ctrl_c_during_loading_leaves_no_process_behind(tmp_path: Path) -> None:
         assert any("scheduler run" in c for c in commands.values()), f"no engine among {commands}"
         assert any("multiprocessing" in c for c in commands.values()), f"no reader among {commands}"
         bench.send_signal(signal.SIGINT)
-        assert bench.wait(120) == 130, stderr_path.read_text(errors="replace")[-3000:]
+        try:
+            code = bench.wait(120)
+        except subprocess.TimeoutExpired:
+            pytest.fail("still stopping 120 s after Ctrl-C; its log ends:\n"
+                        + stderr_path.read_text(errors="replace")[-3000:])
+        assert code == 130, stderr_path.read_text(errors="replace")[-3000:]
         deadline = time.monotonic() + 60
         while any(alive(proc) for proc in started) and time.monotonic() < deadline:
             time.sleep(0.2)
