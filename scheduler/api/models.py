@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scheduler.control.client import SPEC_DEFAULTS, ValidationError
 from scheduler.timing.spec_record import MIN_LEASE_MS
 from scheduler.wire import records
+from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 Record = dict[str, Any]
 
@@ -120,6 +121,11 @@ class TriggerIn(_Strict):
     overlap_override: OverlapPolicy | None = Field(
         None, description="this occurrence's overlap policy instead of the schedule's (ALLOW: run it although "
                           "one still runs)")
+
+
+class PauseIn(_Strict):
+    note: Annotated[str, Field(max_length=MAX_NOTE_LENGTH)] | None = Field(
+        None, description="why the schedule is paused; kept on it (`pause_note`) until it is resumed")
 
 
 class PreviewIn(_Strict):

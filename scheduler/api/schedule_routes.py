@@ -16,6 +16,7 @@ from scheduler.api.models import (
     BackfillIn,
     CreateIn,
     PatchIn,
+    PauseIn,
     PreviewIn,
     ScheduleId,
     ScheduleStatus,
@@ -156,9 +157,12 @@ def add_state_routes(app: FastAPI, plane: ControlPlane, access: Access, commands
         return command(lambda: plane.client.cancel(tenant, schedule_id, if_match_version(if_match)), response)
 
     @app.post("/v1/tenants/{tenant}/schedules/{schedule_id}/pause", tags=["schedules"])
-    def pause_schedule(tenant: Tenant, schedule_id: ScheduleId, response: Response,
+    def pause_schedule(tenant: Tenant, schedule_id: ScheduleId, response: Response, body: PauseIn | None = None,
                        if_match: Annotated[str | None, Header(max_length=40)] = None) -> Record:
-        return command(lambda: plane.client.pause(tenant, schedule_id, if_match_version(if_match)), response)
+        """Pause the schedule; the body is optional, its `note` (why) stays on the schedule until resumed."""
+        note = None if body is None else body.note
+        return command(lambda: plane.client.pause(tenant, schedule_id, if_match_version(if_match), note=note),
+                       response)
 
     @app.post("/v1/tenants/{tenant}/schedules/{schedule_id}/resume", tags=["schedules"])
     def resume_schedule(tenant: Tenant, schedule_id: ScheduleId, response: Response,

@@ -25,6 +25,7 @@ from scheduler.console.site import (
     redirect,
 )
 from scheduler.control.client import SchedulerError, dry_run_diff
+from scheduler.wire.limits import MAX_NOTE_LENGTH
 from scheduler.wire.records import ScheduleState
 
 Record = dict[str, Any]
@@ -99,7 +100,8 @@ def router(console: Console) -> APIRouter:
                               subject=f"schedule {schedule_id} (version {state['version']}, {state['state']})",
                               action=f"{PREFIX}/tenants/{tenant}/schedules/{schedule_id}/{action}",
                               back=f"{PREFIX}/tenants/{tenant}/schedules/{schedule_id}",
-                              version=state["version"])
+                              version=state["version"],
+                              note_length=MAX_NOTE_LENGTH if action == "pause" else None)
 
     @r.post("/tenants/{tenant}/schedules/{schedule_id}/{action}", response_class=HTMLResponse)
     async def schedule_action(request: Request, tenant: str, schedule_id: str, action: str) -> Response:
@@ -110,7 +112,8 @@ def router(console: Console) -> APIRouter:
             return _dry_run(console, request, viewer, tenant, state, fields)
         version = int(fields["version"]) if fields.get("version", "").isdigit() else None
         if action == "pause":
-            result = act(lambda: client.pause(tenant, schedule_id, version))
+            note = fields.get("note", "").strip() or None
+            result = act(lambda: client.pause(tenant, schedule_id, version, note=note))
         elif action == "resume":
             result = act(lambda: client.resume(tenant, schedule_id, version))
         elif action == "trigger":

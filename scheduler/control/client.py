@@ -268,8 +268,10 @@ class SchedulerClient(ClientViews):
                                   f"current version is {current['version']}")
         return dry_run_diff(current, spec, int(time.time() * 1000), count)
 
-    def pause(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
-        return self._call("PAUSE", schedule_id, tenant, expected_version=expected_version)
+    def pause(self, tenant: str, schedule_id: str, expected_version: int | None = None, *,
+              note: str | None = None) -> Record:
+        """`note` (why, at most wire.limits.MAX_NOTE_LENGTH characters) stays on the schedule until RESUME."""
+        return self._call("PAUSE", schedule_id, tenant, expected_version=expected_version, note=note)
 
     def resume(self, tenant: str, schedule_id: str, expected_version: int | None = None) -> Record:
         return self._call("RESUME", schedule_id, tenant, expected_version=expected_version)

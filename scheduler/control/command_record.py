@@ -7,7 +7,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.control.errors import ValidationError
 from scheduler.control.specs import validate_spec, with_anchor
+from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 Record = dict[str, Any]
 
@@ -15,16 +17,19 @@ Record = dict[str, Any]
 def command_record(command_type: str, schedule_id: str, tenant: str, *, spec: Mapping[str, Any] | None = None,
                    idempotency_key: str | None = None, expected_version: int | None = None,
                    occurrence_id: str | None = None, backfill_from_ms: int | None = None,
-                   backfill_to_ms: int | None = None, overlap_override: str | None = None) -> Record:
-    """Raises ValidationError for a spec the engine would refuse."""
+                   backfill_to_ms: int | None = None, overlap_override: str | None = None,
+                   note: str | None = None) -> Record:
+    """Raises ValidationError for a spec or a note the engine would refuse."""
     if spec is not None:
         validate_spec(spec)
+    if note is not None and len(note) > MAX_NOTE_LENGTH:
+        raise ValidationError("INVALID_SPEC", f"note: at most {MAX_NOTE_LENGTH} characters")
     return {
         "command_id": str(uuid.uuid4()), "type": command_type, "schedule_id": schedule_id, "tenant": tenant,
         "idempotency_key": idempotency_key, "expected_version": expected_version, "spec": spec,
         "occurrence_id": occurrence_id, "issued_at_ms": int(time.time() * 1000),
         "backfill_from_ms": backfill_from_ms, "backfill_to_ms": backfill_to_ms,
-        "overlap_override": overlap_override,
+        "overlap_override": overlap_override, "note": note,
     }
 
 

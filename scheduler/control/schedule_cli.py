@@ -31,6 +31,7 @@ from scheduler.control.cli_common import (
 from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec, preview
 from scheduler.timing.cli_values import duration_type, instant_type
 from scheduler.wire import vocabulary
+from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 MAX_PAGE = 1000  # `schedules list --limit`: the HTTP API's largest page
 # The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, durations
@@ -135,6 +136,8 @@ def _schedule_detail(state: Record) -> str:
              f"  fired {state['fired_count']}  pending {len(state['pending'])}"]
     lines += [f"  {name}: {spec_value_text(name, spec[name])}" for name in SPEC_DEFAULTS
               if name not in ("kind", "expression", "payload") and spec.get(name) is not None]
+    if state.get("pause_note") is not None:
+        lines.append(f"  paused: {state['pause_note']}")
     return "\n".join(lines)
 
 
@@ -180,6 +183,10 @@ def _simple(verb: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         return command(args, lambda c: getattr(c, verb)(args.tenant, args.schedule_id, args.expected_version))
     return run
+
+
+def schedules_pause(args: argparse.Namespace) -> int:
+    return command(args, lambda c: c.pause(args.tenant, args.schedule_id, args.expected_version, note=args.note))
 
 
 def schedules_trigger(args: argparse.Namespace) -> int:
@@ -255,10 +262,13 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     update.add_argument("--dry-run", action="store_true", help="show next fires before/after; send nothing")
     update.add_argument("--count", type=int, default=5, help="fires shown by --dry-run")
     for verb in ("pause", "resume", "cancel"):
-        parser = add(verbs, verb, _simple(verb), f"{verb} a schedule")
+        parser = add(verbs, verb, schedules_pause if verb == "pause" else _simple(verb), f"{verb} a schedule")
         tenant_arg(parser)
         parser.add_argument("schedule_id")
         parser.add_argument("--expected-version", type=int)
+        if verb == "pause":
+            parser.add_argument("--note", help=f"why (at most {MAX_NOTE_LENGTH} characters): shown by "
+                                "`schedules get` until resumed; pausing again with a new note replaces it")
     trigger = add(verbs, "trigger", schedules_trigger, "fire one occurrence now")
     tenant_arg(trigger)
     trigger.add_argument("schedule_id")

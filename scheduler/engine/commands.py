@@ -19,7 +19,7 @@ from scheduler.timing.fires import next_fires, require_fire
 from scheduler.timing.instants import to_datetime, to_ms
 from scheduler.timing.spec import ScheduleSpec, SpecError
 from scheduler.timing.spec_record import compile_spec
-from scheduler.wire.limits import PREVIEW_COUNT
+from scheduler.wire.limits import MAX_NOTE_LENGTH, PREVIEW_COUNT
 from scheduler.wire.records import (
     Command,
     CommandResult,
@@ -171,19 +171,35 @@ def _decide(command: Command, current: ScheduleState | None, now_ms: int) -> Dec
         return Decision(_accepted(command, new, now_ms, fires), new, "INVALIDATED",
                         now_ms if state["state"] == "ACTIVE" else None)
     if kind == "PAUSE":
-        if state["state"] == "PAUSED":
-            return Decision(_accepted(command, state, now_ms, []))
-        new = _changed(state, now_ms, state="PAUSED", pending=[])
-        return Decision(_accepted(command, new, now_ms, []), new, "SKIPPED_PAUSED")
+        return _pause(command, state, now_ms)
     if kind == "RESUME":
         spec = compile_spec(state["spec"])
         if state["state"] == "ACTIVE":
             return Decision(_accepted(command, state, now_ms, preview_ms(spec, now_ms, state["fired_count"])))
-        new = _changed(state, now_ms, state="ACTIVE")
+        new = _changed(state, now_ms, state="ACTIVE", pause_note=None)
         return Decision(_accepted(command, new, now_ms, preview_ms(spec, now_ms, state["fired_count"])),
                         new, None, now_ms, state.get("next_fire_ms"))
-    new = _changed(state, now_ms, state="CANCELED", pending=[], next_fire_ms=None)
+    new = _changed(state, now_ms, state="CANCELED", pending=[], next_fire_ms=None, pause_note=None)
     return Decision(_accepted(command, new, now_ms, []), new, "CANCELED", release=state["state"] in HOLDS_SLOT)
+
+
+def _pause(command: Command, state: ScheduleState, now_ms: int) -> Decision:
+    """A PAUSE keeps its note on the schedule while it stays PAUSED (RESUME and CANCEL clear it).
+
+    A PAUSE of a PAUSED schedule changes nothing (a retry is harmless), except that one with a new note
+    replaces the old one: an operator correcting the reason expects to see it. A PAUSE without a note
+    keeps the note there is, so a plain repeated pause does not erase why the schedule was stopped.
+    """
+    note = command.get("note")
+    if note is not None and len(note) > MAX_NOTE_LENGTH:
+        raise Rejection("INVALID_SPEC", f"note: at most {MAX_NOTE_LENGTH} characters")
+    if state["state"] == "PAUSED":
+        if note is None or note == state.get("pause_note"):
+            return Decision(_accepted(command, state, now_ms, []))
+        noted = _changed(state, now_ms, pause_note=note)
+        return Decision(_accepted(command, noted, now_ms, []), noted)
+    new = _changed(state, now_ms, state="PAUSED", pending=[], pause_note=note)
+    return Decision(_accepted(command, new, now_ms, []), new, "SKIPPED_PAUSED")
 
 
 def _create(command: Command, current: ScheduleState | None, now_ms: int) -> Decision:
@@ -219,6 +235,7 @@ def _create(command: Command, current: ScheduleState | None, now_ms: int) -> Dec
         "admission_waiters": [command.get("command_id") or ""],
         "first_next_fires_ms": [],
         "lost_attempts": [],
+        "pause_note": None,
     }
     return Decision(None, state, reserve=True)
 

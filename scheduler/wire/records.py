@@ -226,6 +226,7 @@ class Command(TypedDict):
     backfill_from_ms: NotRequired[int | None]
     backfill_to_ms: NotRequired[int | None]
     overlap_override: NotRequired[OverlapPolicy | None]
+    note: NotRequired[str | None]
 
 
 class CommandResult(TypedDict):
@@ -390,6 +391,7 @@ class ScheduleState(TypedDict):
     admission_waiters: NotRequired[list[str]]
     first_next_fires_ms: NotRequired[list[int]]
     lost_attempts: NotRequired[list[LostAttempt]]
+    pause_note: NotRequired[str | None]
 
 
 class Tenant(TypedDict):

@@ -6,6 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from pathological_specs import NEVER_FIRING, NOW_MS, never_fires, spring_forward_specs
 from scheduler.control.client import make_spec
 from scheduler.engine.commands import admitted, decide
+from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 
@@ -96,6 +97,39 @@ def test_pause_resume_cancel_lifecycle():
     assert canceled.release, "a canceled schedule gives its quota slot back"
     assert decide(command("RESUME"), canceled.state, NOW).result["reason"] == "INVALID_STATE"
     assert decide(command("CANCEL"), canceled.state, NOW).result["status"] == "ACCEPTED"
+
+
+def test_a_pause_keeps_its_note_while_paused_and_resume_or_cancel_clears_it():
+    state = created()
+    assert state["pause_note"] is None
+    paused = decide(command("PAUSE", note="upstream API down"), state, NOW)
+    assert paused.state["pause_note"] == "upstream API down" and paused.drop_pending_as == "SKIPPED_PAUSED"
+    resumed = decide(command("RESUME"), paused.state, NOW + 60_000)
+    assert resumed.state["state"] == "ACTIVE" and resumed.state["pause_note"] is None
+    canceled = decide(command("CANCEL"), decide(command("PAUSE", note="x"), state, NOW).state, NOW)
+    assert canceled.state["state"] == "CANCELED" and canceled.state["pause_note"] is None
+    assert decide(command("PAUSE"), state, NOW).state["pause_note"] is None
+
+
+def test_a_repeated_pause_changes_only_a_note_it_replaces():
+    paused = decide(command("PAUSE", note="first"), created(), NOW).state
+    for retry in (command("PAUSE"), command("PAUSE", note="first")):
+        again = decide(retry, paused, NOW + 1)
+        assert again.state is None and again.result["status"] == "ACCEPTED", "a retry changes nothing"
+    renoted = decide(command("PAUSE", note="second"), paused, NOW + 1)
+    assert renoted.state["pause_note"] == "second" and renoted.state["state"] == "PAUSED"
+    assert renoted.state["version"] == paused["version"] + 1 and renoted.result["version"] == renoted.state["version"]
+    assert renoted.drop_pending_as is None and renoted.first_fire_after_ms is None
+    conflict = decide(command("PAUSE", note="third", expected_version=1), paused, NOW)
+    assert conflict.result["reason"] == "VERSION_CONFLICT"
+
+
+def test_a_note_longer_than_the_limit_is_rejected_and_changes_nothing():
+    state = created()
+    rejected = decide(command("PAUSE", note="x" * (MAX_NOTE_LENGTH + 1)), state, NOW)
+    assert rejected.result["reason"] == "INVALID_SPEC" and rejected.result["message"].startswith("note:")
+    assert rejected.state is None
+    assert decide(command("PAUSE", note="x" * MAX_NOTE_LENGTH), state, NOW).state["state"] == "PAUSED"
 
 
 def test_unknown_command_type_is_rejected():

@@ -288,7 +288,7 @@ def test_a_create_batch_names_the_spec_branch_of_every_command_and_writes_what_f
     commands = [{"command_id": f"c{n}", "type": "CREATE", "schedule_id": f"s{n}", "tenant": "acme",
                  "spec": make_spec("once", "2030-01-01T00:00:00Z", payload=bytes([n])) if n % 3 else None,
                  "idempotency_key": None, "expected_version": None, "occurrence_id": None, "issued_at_ms": n,
-                 "backfill_from_ms": None, "backfill_to_ms": None, "overlap_override": None} for n in range(7)]
+                 "backfill_from_ms": None, "backfill_to_ms": None, "overlap_override": None, "note": None} for n in range(7)]
     batch = {"batch_id": "b1", "commands": commands}
     body = io.BytesIO()
     schemaless_writer(body, codec.schema("CreateBatch").parsed, batch)
