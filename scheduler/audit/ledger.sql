@@ -9,7 +9,7 @@ CREATE TABLE IF NOT EXISTS {schema}.schedule_versions (
     schedule_id text NOT NULL, tenant text NOT NULL, version bigint NOT NULL, state text NOT NULL,
     spec text NOT NULL, idempotency_key text, create_command_id text, created_at_ms bigint,
     updated_at_ms bigint, next_fire_ms bigint, fired_count bigint, pending text, running text,
-    admission_waiters text, first_next_fires_ms text, lost_attempts text,
+    admission_waiters text, first_next_fires_ms text, lost_attempts text, pause_note text,
     PRIMARY KEY (schedule_id, version)
 );
 CREATE INDEX IF NOT EXISTS schedule_versions_tenant ON {schema}.schedule_versions (tenant, schedule_id);
@@ -65,5 +65,6 @@ CREATE INDEX IF NOT EXISTS dead_letters_topic ON {schema}.dead_letters (kafka_to
 -- Columns of fields added to the records since a ledger was first created (schemas evolve by adding
 -- fields only, so adding their columns is the whole migration).
 ALTER TABLE {schema}.schedule_versions ADD COLUMN IF NOT EXISTS lost_attempts text;
+ALTER TABLE {schema}.schedule_versions ADD COLUMN IF NOT EXISTS pause_note text;
 ALTER TABLE {schema}.dispatches ADD COLUMN IF NOT EXISTS lease_ms bigint;
 ALTER TABLE {schema}.attempts ADD COLUMN IF NOT EXISTS progress text;
