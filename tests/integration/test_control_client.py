@@ -52,6 +52,21 @@ def test_create_get_list_update_pause_resume_cancel(client):
     assert client.get("acme", schedule_id)["state"] == "CANCELED"
 
 
+def test_a_pause_note_stays_on_the_schedule_until_resume(client):
+    schedule_id = sid()
+    client.create("acme", hourly(), schedule_id=schedule_id)
+    assert client.pause("acme", schedule_id, note="upstream API down")["version"] == 2
+    assert client.get("acme", schedule_id)["pause_note"] == "upstream API down"
+    assert client.pause("acme", schedule_id, note="still down")["version"] == 3, "a new note is a change"
+    assert client.pause("acme", schedule_id)["version"] == 3, "a repeated pause without a note changes nothing"
+    assert client.get("acme", schedule_id)["pause_note"] == "still down"
+    with pytest.raises(ValidationError):
+        client.pause("acme", schedule_id, note="x" * 1001)
+    client.resume("acme", schedule_id)
+    state = client.get("acme", schedule_id)
+    assert (state["state"], state["pause_note"]) == ("ACTIVE", None)
+
+
 def test_a_repeated_create_with_the_same_idempotency_key_creates_nothing_new(client):
     key = f"daily-{uuid.uuid4()}"
     first = client.create("acme", hourly(), idempotency_key=key)
