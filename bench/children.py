@@ -65,12 +65,18 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 @contextmanager
 def interruptible() -> Iterator[None]:
-    """SIGTERM is taken as Ctrl-C: either raises KeyboardInterrupt, so every `finally` of the bench runs."""
+    """SIGTERM is taken as Ctrl-C: either raises KeyboardInterrupt, so every `finally` of the bench runs.
+
+    SIGINT too is set here, not inherited: a bench started from a shell's background job (`nohup ... &`, a CI
+    runner) inherits SIGINT ignored, and Python then installs no KeyboardInterrupt for it, so a Ctrl-C sent
+    to the bench would be dropped and its children left running."""
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 @contextmanager
