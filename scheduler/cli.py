@@ -13,7 +13,7 @@ from scheduler.cli_support import EXIT_INTERRUPTED
 COMMAND_MODULES = (
     "scheduler.broker.cli",
     "scheduler.control.topology_cli",
-    "scheduler.timing.cli",
+    "scheduler.control.preview_cli",
     "scheduler.engine.cli",
     "scheduler.dev.demo",
     "scheduler.worker.cli",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from scheduler.api.models import schedule_json
 from scheduler.cli_support import add_renamed
 from scheduler.config import TENANT_ENV
-from scheduler.control import apply_cli
+from scheduler.control import apply_cli, preview_cli
 from scheduler.control.bulk import BULK_LINGER_MS, DEFAULT_WINDOW
 from scheduler.control.cli_common import (
     EXIT_OK,
@@ -28,75 +28,19 @@ from scheduler.control.cli_common import (
     tenant_arg,
     utc,
 )
-from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec, preview
-from scheduler.timing.cli_values import duration_type, instant_type
+from scheduler.control.client import SPEC_DEFAULTS, SchedulerClient, ValidationError, make_spec
+from scheduler.control.spec_flags import SPEC_CHOICE_FLAGS, spec_args, spec_fields
+from scheduler.timing.cli_values import instant_type
 from scheduler.wire import vocabulary
 from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 MAX_PAGE = 1000  # `schedules list --limit`: the HTTP API's largest page
-# The optional spec fields, derived from the schema (argparse dest = field name): instants, numbers, durations
-# (the `*_ms` fields: `--lease 30s`, with `--lease-ms 30000` a deprecated alias), choices.
-_SPEC_INSTANT_FLAGS = {"start": "start_at_ms", "end": "end_at_ms", "anchor": "anchor_at_ms"}
-_SPEC_INT_FLAGS = tuple(name for name in vocabulary.integer_fields("ScheduleSpec")
-                        if name not in _SPEC_INSTANT_FLAGS.values())
-_SPEC_DURATION_FLAGS = tuple(name for name in _SPEC_INT_FLAGS if name.endswith("_ms"))
-_SPEC_CHOICE_FLAGS = {name: vocabulary.choices(enum) for name, enum in vocabulary.enum_fields("ScheduleSpec").items()
-                      if name != "kind"}
-
-
-def _spec_args(parser: argparse.ArgumentParser, kind_required: bool) -> None:
-    kind = parser.add_mutually_exclusive_group(required=kind_required)
-    kind.add_argument("--cron", help='five-field cron expression, e.g. "0 9 * * MON-FRI"')
-    kind.add_argument("--every", help="fixed rate, e.g. 90m (anchored at --anchor, default: creation)")
-    kind.add_argument("--at", help="one-shot: an RFC 3339 instant or a local date-time in --tz")
-    kind.add_argument("--rrule", help='RFC 5545 rule, e.g. "DTSTART:20260113T090000 RRULE:FREQ=MONTHLY;BYDAY=2TU"')
-    parser.add_argument("--tz", dest="time_zone",
-                        help="IANA time zone (default UTC); also the zone of instants given without an offset")
-    for flag in _SPEC_INSTANT_FLAGS:
-        parser.add_argument(f"--{flag}", type=instant_type,
-                            help=f"{flag} instant (RFC 3339, epoch ms, or local in --tz)")
-    for name in _SPEC_INT_FLAGS:
-        flag = f"--{name.replace('_', '-')}"
-        if name in _SPEC_DURATION_FLAGS:
-            add_renamed(parser, flag[:-3], flag, name, duration_type(), int, "a duration, e.g. 5m", "5m")
-        else:
-            parser.add_argument(flag, dest=name, type=int)
-    for name, choices in _SPEC_CHOICE_FLAGS.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=str.upper, choices=choices)
-    parser.add_argument("--payload", help="payload (UTF-8 text)")
-
-
-def spec_fields(args: argparse.Namespace) -> Record:
-    """The spec fields given on the command line (nothing else)."""
-    fields: Record = {}
-    if args.cron is not None:
-        fields.update(kind="CRON", expression=args.cron)
-    elif args.every is not None:
-        every = args.every if args.every.lower().startswith("every") else f"every {args.every}"
-        fields.update(kind="RATE", expression=every)
-    elif args.at is not None:
-        fields.update(kind="ONCE", expression=args.at)
-    elif args.rrule is not None:
-        fields.update(kind="RRULE", expression=args.rrule)
-    for name in ("time_zone", *_SPEC_INT_FLAGS, *_SPEC_CHOICE_FLAGS):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
-    for flag, name in _SPEC_INSTANT_FLAGS.items():
-        if getattr(args, flag) is not None:
-            fields[name] = getattr(args, flag)
-    if args.payload is not None:
-        fields["payload"] = args.payload.encode()
-    return fields
 
 
 def _schedule_line(state: Record) -> str:
     spec = state["spec"]
     return (f"{state['schedule_id']}  {state['state']}  v{state['version']}  {spec['kind']} "
             f"{spec['expression']!r} {spec['time_zone']}  next {utc(state.get('next_fire_ms'))}")
-
-
-def _fires_text(fires: list[int]) -> str:
-    return "\n".join(utc(ms) for ms in fires)
 
 
 def schedules_create(args: argparse.Namespace) -> int:
@@ -198,23 +142,6 @@ def schedules_backfill(args: argparse.Namespace) -> int:
                                                args.overlap_policy))
 
 
-def schedules_preview(args: argparse.Namespace) -> int:
-    """Of a stored schedule (with its id) or of the spec given by flags; computed locally."""
-    if args.schedule_id is not None:
-        if args.tenant is None:
-            raise ValidationError("USAGE", "--tenant is required with a schedule id")
-        with client_for(args) as client:
-            state = client.get(args.tenant, args.schedule_id)
-        fires = preview(state["spec"], args.count, args.after, state["fired_count"])
-    else:
-        fields = spec_fields(args)
-        if "kind" not in fields:
-            raise ValidationError("USAGE", "give a schedule id or one of --cron, --every, --at, --rrule")
-        spec = make_spec(fields.pop("kind"), fields.pop("expression"), fields.pop("time_zone", "UTC"), **fields)
-        fires = preview(spec, args.count, args.after)
-    return emit(args, fires, _fires_text)
-
-
 def _page_size(text: str) -> int:
     """--limit: the HTTP API's page bounds."""
     if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE:
@@ -237,7 +164,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     verbs = schedules.add_subparsers(dest="verb", required=True)
     create = add(verbs, "create", schedules_create, "create a schedule")
     tenant_arg(create)
-    _spec_args(create, kind_required=True)
+    spec_args(create, kind_required=True)
     create.add_argument("--id", help="schedule id (default: derived from --idempotency-key, else random)")
     create.add_argument("--idempotency-key")
     bulk = add(verbs, "import", schedules_import,
@@ -257,7 +184,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     update = add(verbs, "update", schedules_update, "change a schedule's spec (only the flags given)")
     tenant_arg(update)
     update.add_argument("schedule_id")
-    _spec_args(update, kind_required=False)
+    spec_args(update, kind_required=False)
     update.add_argument("--expected-version", type=int, help="default: the version read before the change")
     update.add_argument("--dry-run", action="store_true", help="show next fires before/after; send nothing")
     update.add_argument("--count", type=int, default=5, help="fires shown by --dry-run")
@@ -272,7 +199,7 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     trigger = add(verbs, "trigger", schedules_trigger, "fire one occurrence now")
     tenant_arg(trigger)
     trigger.add_argument("schedule_id")
-    overlap = _SPEC_CHOICE_FLAGS["overlap_policy"]
+    overlap = SPEC_CHOICE_FLAGS["overlap_policy"]
     trigger.add_argument("--overlap-policy", type=_upper_choice(overlap), metavar="POLICY",
                          help=f"this occurrence's overlap policy, one of {', '.join(overlap)} (default: the "
                               "schedule's; ALLOW runs it although one still runs)")
@@ -286,11 +213,4 @@ def register_schedules(subparsers: argparse._SubParsersAction, description: str)
     add_renamed(backfill, "--overlap-policy", "--overlap", "overlap_policy", _upper_choice(overlap),
                 _upper_choice(overlap), f"the replayed occurrences' overlap policy, one of {', '.join(overlap)} "
                 "(default: the schedule's)", "SKIP_IF_RUNNING", metavar="POLICY")
-    prev = add(verbs, "preview", schedules_preview, "next fires of a schedule or of a spec (local)")
-    prev.add_argument("schedule_id", nargs="?")
-    prev.add_argument("--tenant", default=os.environ.get(TENANT_ENV) or None,
-                      help=f"the stored schedule's tenant (default ${TENANT_ENV})")
-    prev.add_argument("--count", type=int, default=10)
-    output_arg(prev)
-    prev.add_argument("--after", type=instant_type, help="fires strictly after this instant (default: now)")
-    _spec_args(prev, kind_required=False)
+    preview_cli.register_verb(verbs)

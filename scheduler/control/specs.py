@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from scheduler.control.errors import ValidationError
 from scheduler.timing import instants
-from scheduler.timing.fires import next_fires, require_fire
+from scheduler.timing.fires import Fire, next_fires, require_fire
 from scheduler.timing.spec import ScheduleSpec, SpecError
 from scheduler.timing.spec_record import compile_spec
 from scheduler.wire import vocabulary
@@ -69,15 +69,28 @@ def with_anchor(spec: S, now_ms: int) -> S | Record:
 def preview(spec: Mapping[str, Any], count: int = PREVIEW_COUNT, after_ms: int | None = None,
             fired_before: int = 0) -> list[int]:
     """The next `count` fires (epoch ms) of `spec` strictly after `after_ms` (default: now), computed locally."""
+    return [instants.to_ms(f.scheduled_for) for f in preview_fires(spec, count, after_ms, fired_before)[1]]
+
+
+def preview_fires(spec: Mapping[str, Any], count: int, after_ms: int | None = None, fired_before: int = 0,
+                  *, must_fire: bool = False) -> tuple[ScheduleSpec, list[Fire]]:
+    """The compiled spec and its next `count` fires strictly after `after_ms` (default: now), with the DST
+    rule each applied. `must_fire`: a spec about to be created, whose having no fire at all within the
+    search horizon is the INVALID_SPEC the engine would answer (a stored schedule past its last fire
+    previews as nothing)."""
     after = int(time.time() * 1000) if after_ms is None else after_ms
     compiled = _compiled(with_anchor(spec, after))
     if not 0 <= count <= MAX_PREVIEW:
         raise ValidationError("INVALID_SPEC", f"count: must be between 0 and {MAX_PREVIEW}")
     try:
         fires = next_fires(compiled, instants.to_datetime(after), count, fired_before)
+        if must_fire and count and not fires:
+            require_fire(compiled, instants.to_datetime(after))
+    except SpecError as exc:
+        raise ValidationError("INVALID_SPEC", f"{exc.field}: {exc.message}") from exc
     except (OverflowError, ValueError) as exc:  # instants past the calendar's range (year 1..9999)
         raise ValidationError("INVALID_SPEC", f"preview: {exc}") from exc
-    return [instants.to_ms(f.scheduled_for) for f in fires]
+    return compiled, fires
 
 
 def validate_backfill(from_ms: int, to_ms: int, now_ms: int, overlap_override: str | None) -> None:

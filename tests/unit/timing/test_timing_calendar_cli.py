@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from preview_cli import run_preview
+from tests.helpers.preview import run_preview
 
 RULE = "DTSTART:20260301T023000 RRULE:FREQ=WEEKLY;BYDAY=SU EXDATE:20260315"
 BERLIN = ["--tz", "Europe/Berlin", "--start", "2026-02-28T00:00:00Z", "--count", "4"]

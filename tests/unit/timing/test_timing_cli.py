@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from preview_cli import run_preview
+from tests.helpers.preview import run_preview
 
 
 def test_cron_preview_prints_exactly_n_instants(capsys):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from preview_cli import run_preview
+from tests.helpers.preview import run_preview
 
 from scheduler.timing import fires as fires_module
 from scheduler.timing.fires import (

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.api import models
-from scheduler.control import schedule_cli as control_cli
-from scheduler.control import specs, tenants
+from scheduler.control import spec_flags, specs, tenants
 from scheduler.timing import cron, dst, misfire, spec
 from scheduler.wire import vocabulary
 
@@ -65,12 +64,12 @@ def test_the_cli_offers_every_optional_spec_field_with_the_schemas_choices() -> 
              if isinstance(field["type"], dict) and field["type"]["type"] == "enum"}
     enums |= {name: TYPES[field["type"]] for name, field in spec_fields.items()
               if isinstance(field["type"], str) and field["type"] in TYPES}
-    assert set(control_cli._SPEC_CHOICE_FLAGS) == set(enums) - {"kind"}
-    for name, choices in control_cli._SPEC_CHOICE_FLAGS.items():
+    assert set(spec_flags.SPEC_CHOICE_FLAGS) == set(enums) - {"kind"}
+    for name, choices in spec_flags.SPEC_CHOICE_FLAGS.items():
         assert choices == tuple(s for s in enums[name]["symbols"] if s != "UNKNOWN"), name
     numbers = {name for name, field in spec_fields.items()
                if field["type"] in ("int", "long") or field["type"] in (["null", "int"], ["null", "long"])}
-    assert set(control_cli._SPEC_INT_FLAGS) | set(control_cli._SPEC_INSTANT_FLAGS.values()) == numbers
+    assert set(spec_flags.SPEC_INT_FLAGS) | set(spec_flags.SPEC_INSTANT_FLAGS.values()) == numbers
 
 
 @pytest.mark.parametrize("annotation, enum", [
