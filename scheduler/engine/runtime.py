@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 SLOW_TURN_S = 1.0  # a turn longer than this is logged with where its time went
 TURN_PHASES = ("inputs", "dispatch", "materialize", "produce", "commit")
+# A group coordinator moving after a broker's death answers within seconds; a turn waits no longer than
+# this for it (then the turn is aborted and read again, scheduler/kafka/transactional.py).
+SEND_OFFSETS_TIMEOUT_S = 10.0
 
 
 class SchedulerProcess:
@@ -169,7 +172,7 @@ class SchedulerProcess:
                 tag = owner_tag(self._transactional_id, self.consumer.memberid() or "")
                 producer.send_offsets([TopicPartition(topic, p, o, metadata=tag)
                                        for (topic, p), o in next_offsets.items()],
-                                      self.consumer.consumer_group_metadata(), 30)
+                                      self.consumer.consumer_group_metadata(), SEND_OFFSETS_TIMEOUT_S)
             committing = time.perf_counter()
             producer.commit(30, self.config.transaction_timeout_ms / 1000)
             commit_seconds = time.perf_counter() - committing

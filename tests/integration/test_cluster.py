@@ -114,9 +114,6 @@ def one_shots(client: SchedulerClient, first_s: int, seconds: int, tag: str) -> 
     return expected, commands
 
 
-@pytest.mark.skip(reason="open defect (issue 28, docs/operations.md): when the killed broker is the group's coordinator, "
-                         "librdkafka's send_offsets_to_transaction can hang past its timeout (librdkafka #5456, #5511) and "
-                         "the scheduler dispatches nothing for minutes; this test failed 2 of 6 runs on it")
 def test_a_broker_killed_during_dispatch_loses_no_occurrence_and_no_command_result(env: ClusterEnv) -> None:
     admin = AdminClient({"bootstrap.servers": env.bootstrap, "log_level": 3})
     topics = occurrence_topics(env.prefix, TENANTS)
