@@ -18,6 +18,7 @@ from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.stage_layout import TopicLayout
+from scheduler.engine.stage_phase import StagePhase
 from scheduler.engine.staging import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.kafka.transactional import TransactionalProducer
@@ -59,7 +60,7 @@ class StageRunner:
         stage = self.stage
         if stage is None:
             return self.bursts.sweeping
-        return not stage.complete or (stage.producing and stage.produce_s is None)
+        return stage.phase in (StagePhase.PREPARING, StagePhase.PRODUCING)
 
     @property
     def under_way(self) -> bool:
@@ -84,23 +85,24 @@ class StageRunner:
         return self.stage is not None and any(task.scan.contradicts_stage() for task in self.tasks.values())
 
     def step(self, now_ms: int) -> None:
-        """Between turns (no transaction open on the main producer): start, prepare, produce or commit the stage."""
+        """Between turns (no transaction open on the main producer): the one place the turn moves the stage on,
+        by its phase (stage_phase.py) - start one, prepare it, produce it in its window, commit it at its instant."""
         stage = self.stage
         if stage is None:
             burst = self._next_burst(now_ms)
             if burst is None:
                 return
             stage = self._begin(burst, now_ms)
-        if not stage.producing and staging.should_produce(stage.due_ms, stage.window_count(), now_ms,
-                                                          self.produce_rate_per_s):
-            self._produce(stage)
-        elif stage.producing:
-            if now_ms >= stage.due_ms:
-                self._commit()
-            elif stage.produce_s is None:
-                self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
-        elif not stage.complete:
-            self._prepare(stage)
+        phase = stage.phase
+        if phase in (StagePhase.PREPARING, StagePhase.PREPARED):
+            if staging.should_produce(stage.due_ms, stage.window_count(), now_ms, self.produce_rate_per_s):
+                self._produce(stage)
+            elif phase is StagePhase.PREPARING:
+                self._prepare(stage)
+        elif now_ms >= stage.due_ms:
+            self._commit(stage)
+        elif phase is StagePhase.PRODUCING:
+            self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
 
     def _next_burst(self, now_ms: int) -> int | None:
         """The instant of a strict burst to stage now, if any. Every instant within the longest lead is
@@ -159,10 +161,11 @@ class StageRunner:
             task.scan.stage(stage.partitions[partition], share, stage.left, self._refill(stage, task),
                        stage.prepared.setdefault(partition, {}))
         stage.prepare_s += time.perf_counter() - started
-        if stage.complete:
+        if stage.scanned:
             self._prepared(stage)
 
     def _prepared(self, stage: Stage) -> None:
+        stage.advance(StagePhase.PREPARED)
         stage.completed_ms = int(self.clock() * 1000)
         for tenant, n in staging.give_back(stage.left).items():
             self.trigger_limits.bucket(tenant).tokens += n
@@ -174,11 +177,12 @@ class StageRunner:
     def _produce(self, stage: Stage) -> None:
         """Begin the stage's transaction and produce everything prepared, largest partitions first; from here
         on its partitions' readers wait for the commit at the instant."""
-        if not stage.complete:
+        if stage.phase is StagePhase.PREPARING:
             stage.cut_short()
             self._prepared(stage)
         if stage.count == 0:  # all of it is decided at dispatch: no transaction for nothing
             log.info("nothing of the burst due at %d can be staged", stage.due_ms)
+            stage.advance(StagePhase.EMPTY)
             self.stage, self._nothing_at = None, stage.due_ms
             for task in self.tasks.values():
                 task.scan.stage_dropped()
@@ -196,6 +200,7 @@ class StageRunner:
                              for topic, (values, _) in merged.items()}
         stage.produced_ms = int(self.clock() * 1000)
         stager.begin()
+        stage.advance(StagePhase.PRODUCING)
         self._pending = stage_records.Pending(stage_records.produce_order(merged, stage.layouts))
         stage.produce_work_s = time.perf_counter() - started
         self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
@@ -217,14 +222,14 @@ class StageRunner:
             stager.raw.poll(0)
         stage.produce_work_s += time.perf_counter() - started
         if self._pending.done and len(stager.raw) == 0:
+            stage.advance(StagePhase.PRODUCED)
             stage.produce_s = self.clock() - (stage.produced_ms or 0) / 1000
             log.info("produced the stage due at %d: %d occurrences in %.2f s, %d ms before it", stage.due_ms,
                      stage.count, stage.produce_s, stage.due_ms - int(self.clock() * 1000))
 
-    def _commit(self) -> None:
-        stage = self.stage
-        assert stage is not None
-        if stage.produce_s is None:  # the instant came first: the rest now, late rather than never
+    def _commit(self, stage: Stage) -> None:
+        """At its instant; a stage still producing produces the rest first, late rather than never."""
+        if stage.phase is StagePhase.PRODUCING:
             self._produce_slice(stage, float("inf"), final=True)
             if self.stage is not stage:
                 return
@@ -236,6 +241,7 @@ class StageRunner:
             self.drop(f"its commit failed: {exc.args[0]}")
             return
         commit_s = time.perf_counter() - started
+        stage.advance(StagePhase.COMMITTED)
         visible_ms = int(self.clock() * 1000)
         for partition, part in stage.partitions.items():
             self.tasks[partition].scan.staged_sent(part)
@@ -259,6 +265,7 @@ class StageRunner:
             return
         log.warning("dropping the staged burst due at %d (%d occurrences): %s", stage.due_ms, stage.count, reason)
         stager = self.stagers.get(stage.producer_partition) if stage.producing else None
+        stage.advance(StagePhase.DROPPED)
         try:
             if stager is not None:
                 stager.abort(30)

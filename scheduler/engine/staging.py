@@ -45,8 +45,10 @@ import bisect
 from collections import Counter
 from dataclasses import dataclass, field
 
+from scheduler.engine import stage_phase
 from scheduler.engine.overlap import ALLOW
 from scheduler.engine.stage_layout import TopicLayout
+from scheduler.engine.stage_phase import StagePhase
 from scheduler.engine.timeline_keys import DISPATCH, lane_bound
 
 COUNT_EVERY_MS = 2_000  # how often the instants within the longest lead are counted again
@@ -147,6 +149,9 @@ class StagedPartition:
 
 @dataclass
 class Stage:
+    """One burst's stage: what it holds and what it measured, and its phase (stage_phase.py), which only
+    `advance` changes; the measurements are for the next stage's lead and the logs, never read as the phase."""
+
     due_ms: int
     partitions: dict[int, StagedPartition]
     started_ms: int
@@ -162,13 +167,19 @@ class Stage:
     produce_work_s: float = 0.0  # seconds of work producing (the slices, and any wait for delivery at the instant)
     produced_ms: int | None = None  # when the transaction was begun (from then on it holds back readers)
     layouts: dict[str, TopicLayout] = field(default_factory=dict)  # topic -> where its records go (stage_layout)
+    phase: StagePhase = StagePhase.PREPARING
+
+    def advance(self, to: StagePhase) -> None:
+        """Go on to `to`; a step its phase does not allow raises StageTransitionError."""
+        self.phase = stage_phase.advance(self.phase, to)
 
     @property
     def count(self) -> int:
         return sum(len(p.sent) for p in self.partitions.values())
 
     @property
-    def complete(self) -> bool:
+    def scanned(self) -> bool:
+        """Every partition's scan of the instant has ended (reached its end, or was cut short)."""
         return all(p.done for p in self.partitions.values())
 
     def shares(self, budget: int) -> dict[int, int]:
@@ -179,7 +190,8 @@ class Stage:
 
     @property
     def producing(self) -> bool:
-        return self.produced_ms is not None
+        """Its transaction is open: the turns keep the topics it writes to the partitions it left free."""
+        return self.phase in stage_phase.TRANSACTION_OPEN
 
     def rate_per_s(self) -> float | None:
         """Occurrences prepared per second of wall time, for the next stage's lead."""
@@ -195,7 +207,7 @@ class Stage:
 
     def window_count(self) -> int:
         """The records the produce window must cover: those prepared, or while preparing those expected."""
-        return self.count if self.complete else max(self.count, self.expected)
+        return self.count if self.scanned else max(self.count, self.expected)
 
     def cut_short(self) -> None:
         """The produce window came before preparation ended: every partition stops where it is, and the

@@ -23,6 +23,7 @@ from scheduler.engine import stager as stager_module
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.metrics import EngineMetrics
+from scheduler.engine.stage_phase import StagePhase
 from scheduler.engine.stager import StageRunner
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
@@ -37,16 +38,19 @@ class RawProducer:
 
     def __init__(self) -> None:
         self.records: list[tuple[str, bytes, bytes, int]] = []  # topic, key, value, timestamp
+        self.in_flight = 0  # records produced and not delivered yet
+        self.delivered_at_flush = False  # a slow broker: nothing is delivered before a flush
 
     def produce(self, topic: str, value: bytes, key: bytes, partition: int, callback: object, on_delivery: object,
                 timestamp: int) -> None:
         self.records.append((topic, key, value, timestamp))
+        self.in_flight += self.delivered_at_flush
 
     def poll(self, timeout: float) -> int:
         return 0
 
     def __len__(self) -> int:
-        return 0
+        return self.in_flight
 
 
 @dataclass
@@ -69,6 +73,7 @@ class ScriptedStager:
 
     def flush(self, timeout_s: float) -> None:
         self._call("flush")
+        self.raw.in_flight = 0
 
     def commit(self, timeout_s: float, deadline_s: float) -> None:
         self._call("commit")
@@ -90,7 +95,7 @@ class Rig:
         """Step at `now_ms` until `done` holds: 'prepared' or 'producing' (a sweep and a prepare take slices)."""
         for _ in range(rounds):
             stage = self.runner.stage
-            if stage is not None and (stage.complete if done == "prepared" else stage.producing):
+            if stage is not None and (stage.scanned if done == "prepared" else stage.producing):
                 return
             self.runner.step(now_ms)
         raise AssertionError(f"the stage never got {done}")
@@ -138,7 +143,7 @@ def test_a_stage_producer_is_opened_per_partition_under_its_own_transactional_id
 def test_a_burst_is_prepared_in_its_lead_with_no_transaction_open_until_its_window(rig: Rig) -> None:
     rig.step_until(T - 3000, "prepared")
     stage = rig.runner.stage
-    assert stage is not None and stage.count == BURST and not stage.producing
+    assert stage is not None and stage.count == BURST and not stage.producing and stage.phase is StagePhase.PREPARED
     assert rig.made[0].calls == [] and rig.runner.held() == {}
     assert rig.tokens() == RATE - BURST  # a block taken of the full bucket, what it did not use given back
     rig.runner.step(T - 2000)  # still before the window
@@ -153,10 +158,12 @@ def test_the_burst_is_produced_in_its_window_and_committed_at_its_instant(rig: R
     assert sorted(stager.raw.records) == sorted(("occ.acme", f"s{n}".encode(), b"body-%d" % n, T)
                                                 for n in range(BURST))
     assert set(rig.runner.held()) == {"occ.acme"}
+    stage = rig.runner.stage
+    assert stage is not None and stage.phase is StagePhase.PRODUCED  # every record delivered at once here
     rig.runner.step(T - 1)
     assert stager.calls == ["begin"]  # not before the instant
     rig.runner.step(T)
-    assert stager.calls == ["begin", "commit"] and rig.runner.stage is None
+    assert stager.calls == ["begin", "commit"] and rig.runner.stage is None and stage.phase is StagePhase.COMMITTED
     assert rig.due_again() == []  # sent by the stage: not dispatched the ordinary way too
     assert rig.registry.get_sample_value("scheduler_staged_occurrences_total", {"outcome": "committed"}) == BURST
 
@@ -164,8 +171,10 @@ def test_the_burst_is_produced_in_its_window_and_committed_at_its_instant(rig: R
 def test_a_revoke_while_producing_aborts_the_stage_and_leaves_every_entry_to_ordinary_dispatch(rig: Rig) -> None:
     rig.step_until(T - 3000, "prepared")
     rig.step_until(T - 400, "producing")
+    stage = rig.runner.stage
     rig.runner.forget([0])
     assert rig.made[0].calls == ["begin", "abort"] and rig.runner.stage is None and rig.runner.stagers == {}
+    assert stage is not None and stage.phase is StagePhase.DROPPED
     assert rig.due_again() == rig.keys
     assert rig.tokens() == RATE  # the stage's tokens given back
     assert rig.registry.get_sample_value("scheduler_staged_occurrences_total", {"outcome": "dropped"}) == BURST
@@ -195,3 +204,26 @@ def test_a_burst_smaller_than_the_minimum_is_left_to_ordinary_dispatch(rig: Rig)
     for _ in range(10):
         rig.runner.step(T - 3000)
     assert rig.runner.stage is None and rig.made[0].calls == []
+
+
+def test_a_stage_still_producing_at_its_instant_produces_the_rest_then_commits(rig: Rig) -> None:
+    rig.made[0].raw.delivered_at_flush = True
+    rig.step_until(T - 3000, "prepared")
+    rig.step_until(T - 400, "producing")
+    stage = rig.runner.stage
+    assert stage is not None and stage.phase is StagePhase.PRODUCING
+    rig.runner.step(T - 200)
+    assert stage.phase is StagePhase.PRODUCING and rig.made[0].calls == ["begin"]
+    rig.runner.step(T)
+    assert rig.made[0].calls == ["begin", "flush", "commit"] and stage.phase is StagePhase.COMMITTED
+    assert len(rig.made[0].raw.records) == BURST and rig.due_again() == []
+
+
+def test_a_stage_whose_every_entry_is_decided_at_dispatch_ends_empty_with_no_transaction(rig: Rig) -> None:
+    rig.task.slots.is_limited = lambda tenant: True  # type: ignore[method-assign]  # a running-slot quota
+    rig.step_until(T - 3000, "prepared")
+    stage = rig.runner.stage
+    assert stage is not None and stage.count == 0
+    rig.runner.step(T - 400)
+    assert rig.runner.stage is None and stage.phase is StagePhase.EMPTY and rig.made[0].calls == []
+    assert rig.due_again() == rig.keys

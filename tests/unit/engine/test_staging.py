@@ -280,7 +280,7 @@ def test_a_stage_cut_short_by_its_window_leaves_the_rest_to_ordinary_dispatch(tm
     part = stage.partitions[0]
     assert prepare(task, part, 2) == ["s0", "s1"]
     stage.cut_short()
-    assert stage.complete and part.first_skipped == keys[1] + b"\x00"
+    assert stage.scanned and part.first_skipped == keys[1] + b"\x00"
     task.committed({})
     task.scan.staged_sent(part)
     assert [key for key, _ in task.scan.due(DISPATCH, T)] == keys[2:], "what the stage missed goes the ordinary way"
