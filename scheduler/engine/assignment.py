@@ -27,6 +27,7 @@ from typing import Protocol
 
 from confluent_kafka import Consumer, TopicPartition
 
+from scheduler.engine.active_tasks import ActiveTasks
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.partition_restore import PartitionRestore
 from scheduler.engine.partition_store import PartitionStore
@@ -67,12 +68,12 @@ class _Pending:
 
 
 class Assignment:
-    def __init__(self, inputs: list[str], tasks: dict[int, SchedulerTask], stages: StageRunner,
+    def __init__(self, inputs: list[str], tasks: ActiveTasks, stages: StageRunner,
                  open_store: Callable[[int], PartitionStore], restores: RestoreReader,
                  make_task: Callable[[int, PartitionStore], SchedulerTask], metrics: EngineMetrics,
                  standbys: Standbys | None = None, fence: Callable[[list[int]], object] | None = None) -> None:
         self.inputs = inputs
-        self.tasks = tasks  # the process's tasks, shared: only restored partitions are in it
+        self.tasks = tasks  # the process's tasks: this class starts and revokes them, only restored ones are in it
         self.stages = stages
         self.open_store, self.restores, self.make_task = open_store, restores, make_task
         self.metrics = metrics
@@ -121,9 +122,7 @@ class Assignment:
         revoked = [p for p in touched if p in self.tasks or p in self.pending]
         self.stages.forget(revoked)
         for partition in revoked:
-            task = self.tasks.pop(partition, None)
-            if task is not None:
-                task.store.close(collect=False)
+            self.tasks.revoke(partition)
             pending = self.pending.pop(partition, None)
             if pending is not None:
                 self._drop(partition, pending)
@@ -215,15 +214,13 @@ class Assignment:
         began = time.monotonic()
         self.stages.open(partitions)
         log.info("stage producers of partitions %s opened in %.2f s", partitions, time.monotonic() - began)
-        for partition in partitions:
-            if partition not in self.pending:  # revoked meanwhile
-                self.stages.stagers.pop(partition, None)
+        self.stages.close_producers([p for p in partitions if p not in self.pending])  # revoked meanwhile
 
     def _start(self, partition: int, pending: _Pending) -> None:
         restore, store = pending.restore, pending.store
         assert restore is not None and store is not None
         del self.pending[partition]
-        self.tasks[partition] = self.make_task(partition, store)
+        self.tasks.start(partition, self.make_task(partition, store))
         tps = [TopicPartition(topic, partition) for topic in self.inputs]
         consumer = self._consumer
         assert consumer is not None

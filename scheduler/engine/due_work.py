@@ -6,7 +6,7 @@ turn); the pacing decision itself (`poll_timeout_s`) takes plain facts and a rea
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.engine.metrics import PartitionReading
@@ -69,7 +69,7 @@ def has_due_work(tasks: Iterable[SchedulerTask], now_ms: int) -> bool:
         or task.attempts.has_expired_lease(now_ms) for task in tasks)
 
 
-def partition_readings(tasks: dict[int, SchedulerTask], now_ms: int) -> list[PartitionReading]:
+def partition_readings(tasks: Mapping[int, SchedulerTask], now_ms: int) -> list[PartitionReading]:
     """What is due and not sent per partition: entries due, and fires due but not yet planned."""
     return [PartitionReading(p, task.scan.next_due_ms(DISPATCH), task.timeline.next_wake_ms(),
                              task.scan.count_due(DISPATCH, now_ms, BACKLOG_COUNTED),

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from scheduler.engine import dispatch_lane, due_work
+from scheduler.engine.active_tasks import ActiveTasks
 from scheduler.engine.admission_handler import Admissions
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.config import (
@@ -64,7 +65,7 @@ class SchedulerProcess:
         self.codec = Codec.default()
         prefix = config.prefix
         self.topics = task_topics(self.topology, prefix)
-        self.tasks: dict[int, SchedulerTask] = {}
+        self.tasks = ActiveTasks()
         self._stop = threading.Event()
         self._held_up = False  # the last turn had due work and could send none of it
         self._plan_from = 0  # the partition (by position) that plans first in the next turn
@@ -130,9 +131,7 @@ class SchedulerProcess:
             self.consumer.close()
             self.tenants.close()
         finally:
-            for task in self.tasks.values():
-                task.store.close()
-            self.tasks.clear()
+            self.tasks.close_all()
             if self.producer is not None:
                 self.producer.raw.flush(5)
 

@@ -30,13 +30,13 @@ class StageRunner:
     """Lives beside the turns' producer: a stage is begun, prepared, produced and committed between turns
     (no turn's transaction is open then), and dropped when a turn would contradict it or its partitions move."""
 
-    def __init__(self, config: EngineConfig, producer_conf: Mapping[str, Any], tasks: dict[int, SchedulerTask],
+    def __init__(self, config: EngineConfig, producer_conf: Mapping[str, Any], tasks: Mapping[int, SchedulerTask],
                  trigger_limits: RateLimits, metrics: EngineMetrics, clock: Callable[[], float],
                  partitions: tuple[int, int]) -> None:
         self.config = config
         self.occurrence_partitions, self.schedule_partitions = partitions
         self.producer_conf = dict(producer_conf)
-        self.tasks = tasks  # the process's tasks, shared: partitions come and go with the group
+        self.tasks = tasks  # the process's tasks (active_tasks.py), read only: partitions come and go with the group
         self.trigger_limits = trigger_limits
         self.metrics = metrics
         self.clock = clock
@@ -73,6 +73,10 @@ class StageRunner:
         self.bursts.reset()
         if self.stage is not None and set(partitions) & self.stage.partitions.keys():
             self.drop(f"partitions {partitions} revoked")
+        self.close_producers(partitions)
+
+    def close_producers(self, partitions: list[int]) -> None:
+        """The stage producers of partitions this process no longer owns: the next owner initialises their ids."""
         for partition in partitions:
             self.stagers.pop(partition, None)
 

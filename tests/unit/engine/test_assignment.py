@@ -20,6 +20,7 @@ from confluent_kafka import TopicPartition
 from prometheus_client import CollectorRegistry
 from task_builder import CODEC, TOPICS, tenant_policy
 
+from scheduler.engine.active_tasks import ActiveTasks
 from scheduler.engine.assignment import Assignment
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.partition_restore import PartitionRestore
@@ -86,6 +87,9 @@ class GatedStages:
 
     def forget(self, partitions: list[int]) -> None:
         self.forgotten.append(list(partitions))
+        self.close_producers(partitions)
+
+    def close_producers(self, partitions: list[int]) -> None:
         for partition in partitions:
             self.stagers.pop(partition, None)
 
@@ -173,7 +177,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     def make_task(partition: int, store: PartitionStore) -> SchedulerTask:
         return SchedulerTask(partition, store, TOPICS, CODEC, tenant_policy(), 120_000, 8)
 
-    assignment = Assignment(INPUTS, {}, stages, open_store, restores, make_task,  # type: ignore[arg-type]
+    assignment = Assignment(INPUTS, ActiveTasks(), stages, open_store, restores, make_task,  # type: ignore[arg-type]
                             EngineMetrics(registry), standbys, fence=fenced.append)  # type: ignore[arg-type]
     test_rig = Rig(assignment, GroupConsumer(), stages, restores, standbys, registry, events, opened, fenced, tmp_path)
     yield test_rig

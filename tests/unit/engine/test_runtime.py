@@ -141,7 +141,7 @@ def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
     producer = TurnProducer()
     process.producer = producer  # type: ignore[assignment]
     store = PartitionStore(tmp_path / "p0")
-    process.tasks[0] = process._make_task(0, store)
+    process.tasks.start(0, process._make_task(0, store))
     yield Rig(process, consumer, producer, registry, store)
     process.assignment.close()
     store.close()
