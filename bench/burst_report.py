@@ -156,7 +156,7 @@ def analyse(config: BurstConfig, prefix: str, due_ms: int, loaded_ms: int, load_
     ]
     lines += engine_metrics_section(engine_metrics)
     stage = summary.get("stage")
-    lines += ["## Staging (scheduler/engine/staging.py), from the engine's log", ""]
+    lines += ["## Staging (scheduler/engine/stage_policy.py), from the engine's log", ""]
     if stage:
         lines += [f"- staging lead: began {stage['lead_s']:.1f}s before T; {stage['staged']:,} occurrences prepared "
                   f"in memory over {stage['seconds']:.1f}s of the lead ({stage['prepare_s']:.2f}s of work; no "
@@ -211,7 +211,7 @@ _PRODUCED = re.compile(r"produced the stage due at (\d+): (\d+) occurrences in (
 
 def staged_burst(log: str, due_ms: int) -> dict[str, float] | None:
     """What the engine logged of staging the burst due at `due_ms` (None when it was not staged): the lead,
-    the preparation, the produce window and the work each phase took (scheduler/engine/stager.py)."""
+    the preparation, the produce window and the work each phase took (scheduler/engine/stage_runner.py)."""
     def last(pattern: re.Pattern[str], group: int) -> re.Match[str] | None:
         found = [m for m in pattern.finditer(log) if int(m.group(group)) == due_ms]
         return found[-1] if found else None
@@ -243,7 +243,7 @@ def engine_metrics_section(delta: dict[str, float]) -> list[str]:
         f"- occurrences dispatched: {delta.get('scheduler_occurrences_dispatched_total', 0.0):,.0f}; "
         f"mean schedule lag (due instant to commit) "
         f"{delta.get('scheduler_schedule_lag_seconds_sum', 0.0) / lag_n if lag_n else 0:.2f}s",
-        f"- of those, staged ahead and made visible by one commit at T (scheduler/engine/staging.py): "
+        f"- of those, staged ahead and made visible by one commit at T (scheduler/engine/stage_policy.py): "
         f"{delta.get('scheduler_staged_occurrences_total', 0.0):,.0f}; that commit took "
         f"{delta.get('scheduler_stage_commit_seconds_sum', 0.0):.3f}s. Staged records carry T as their "
         f"Kafka timestamp, so for them `enqueued` above is 0 and `seen` is the measure",

@@ -45,7 +45,7 @@ def main() -> int:
                      + (f"{r['stage']['work_rate'] / base_stage:.2f} | " if r["stage"] and base_stage else "- | ")
                      + f"{r['missing']:,} |")
     lines += ["", "Dispatch /s is occurrences visible to the read_committed reader per second after T; with a staged",
-              "burst (scheduler/engine/staging.py) the engine's per-occurrence work happens before T, and staged /s",
+              "burst (scheduler/engine/stage_policy.py) the engine's per-occurrence work happens before T, and staged /s",
               "is its rate there: the figure to compare for the cost of the idle set.",
               "", "## State per schedule, restore, ingestion", "",
               "| schedules in the stores | RocksDB bytes/schedule | schedules changelog bytes/schedule | "

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.partition_store import PartitionStore
+from scheduler.engine.stage_policy import TOKEN_BLOCK, StagedPartition, instant_range
 from scheduler.engine.stage_records import prepare
-from scheduler.engine.staging import TOKEN_BLOCK, StagedPartition, instant_range
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
 from scheduler.wire.codec import Codec
 

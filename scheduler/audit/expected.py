@@ -2,7 +2,7 @@
 
 Each version owns the fires of its spec from the instant it was accepted (its first ACCEPTED
 CommandResult) up to and including the instant the next version was accepted; the engine
-materializes a new version strictly after that instant (scheduler/engine/commands.py), so no
+materializes a new version strictly after that instant (scheduler/engine/command_policy.py), so no
 fire belongs to two versions and none falls between them. A fire the old version owned but had
 not dispatched when it was superseded is still expected: the engine's INVALIDATED / CANCELED /
 SKIPPED_PAUSED event explains it, and without one it is ABSENT.
@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from scheduler.audit.ledger import ResultRow, VersionRow
-from scheduler.engine.commands import first_cursor_ms
+from scheduler.engine.command_policy import first_cursor_ms
 from scheduler.timing.errors import SpecError
 from scheduler.timing.fires import count_fires, iter_instants
 from scheduler.timing.instants import to_datetime

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from scheduler.console.fires import fire_rows
+from scheduler.console.fire_rows import fire_rows
 from scheduler.console.forecast import FLEXIBLE, STRICT
 from scheduler.console.site import Console, Viewer, not_found, redirect
 from scheduler.control.client import SchedulerError, preview

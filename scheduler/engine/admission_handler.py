@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 
 from scheduler.engine import running_slots
-from scheduler.engine.commands import admitted, result_record
+from scheduler.engine.command_policy import admitted, result_record
 from scheduler.engine.occurrence_timeline import Timeline
 from scheduler.engine.task_context import TaskContext
 from scheduler.wire.records import AdmissionRequest, AdmissionResult

@@ -9,7 +9,7 @@ A newly assigned partition is paused at once and the callback returns; the main 
 all the partitions added and begins their restores together (one reader, scheduler/engine/restore.py), a
 time-boxed slice per turn (`EngineConfig.restore_slice_ms`), while the partitions already owned keep
 dispatching. Beside the replay, on threads: their stage producers are opened (fencing a dead owner's open
-stage, scheduler/engine/stager.py) and a dead previous owner's open turn is aborted
+stage, scheduler/engine/stage_runner.py) and a dead previous owner's open turn is aborted
 (scheduler/engine/previous_owner.py). Both would otherwise hold the replay back at their first record until
 the broker timed them out; the replay waits there, at most, until they are done. Each partition is resumed,
 with its task, as soon as its own restore and its stage producers are done. A partition revoked mid-restore
@@ -32,7 +32,7 @@ from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.partition_restore import PartitionRestore
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.restore import RestoreReader
-from scheduler.engine.stager import StageRunner
+from scheduler.engine.stage_runner import StageRunner
 from scheduler.engine.task import SchedulerTask
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from scheduler.engine import leases, overlap
-from scheduler.engine.attempts import apply_attempt, lease_ms
+from scheduler.engine.attempt_policy import apply_attempt, lease_ms
 from scheduler.engine.occurrence_timeline import Timeline
 from scheduler.engine.running_slots import RunningSlots
 from scheduler.engine.task_context import TaskContext

@@ -13,7 +13,7 @@ import itertools
 from collections import Counter
 from collections.abc import Generator, Iterable
 
-from scheduler.engine import staging, timeline_keys
+from scheduler.engine import stage_policy, timeline_keys
 from scheduler.engine.partition_store import PartitionStore
 
 COUNT_SLICE = 20_000  # timeline keys a sweep counts between two turns (about 20 ms)
@@ -37,7 +37,7 @@ class BurstCounter:
     def step(self, stores: Iterable[PartitionStore], now_ms: int, max_lead_ms: int) -> None:
         """Begin a sweep when the last is COUNT_EVERY_MS old, or count its next slice."""
         if self._sweep is None:
-            if self.counted_ms is not None and now_ms - self.counted_ms < staging.COUNT_EVERY_MS:
+            if self.counted_ms is not None and now_ms - self.counted_ms < stage_policy.COUNT_EVERY_MS:
                 return
             self._sweep = (now_ms, Counter(), _keys(list(stores), now_ms, max_lead_ms))
         began, counts, keys = self._sweep
@@ -56,7 +56,7 @@ class BurstCounter:
 
 
 def _keys(stores: list[PartitionStore], now_ms: int, max_lead_ms: int) -> Generator[bytes, None, None]:
-    start = staging.instant_range(now_ms + staging.MARGIN_MS)[1]
-    end = staging.instant_range(now_ms + max_lead_ms)[1]
+    start = stage_policy.instant_range(now_ms + stage_policy.MARGIN_MS)[1]
+    end = stage_policy.instant_range(now_ms + max_lead_ms)[1]
     for store in stores:
         yield from store.keys_from("timeline", start, end)

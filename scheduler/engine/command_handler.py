@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from scheduler.engine.commands import Decision, decide, result_record
+from scheduler.engine.command_policy import Decision, decide, result_record
 from scheduler.engine.manual_commands import MANUAL
 from scheduler.engine.occurrence_events import record_missed
 from scheduler.engine.occurrence_timeline import Timeline

@@ -61,7 +61,7 @@ class EngineConfig:
     # outweighed its few occurrences when the loop turned for every entry falling due. Inputs, restores, a
     # stage and the burst counter's sweep still turn the loop sooner (a CI run counted 50 turns/s at 2,333/s).
     turn_interval_ms: int = 100
-    # Staged bursts (scheduler/engine/staging.py): strict occurrences due at one instant, at least this many
+    # Staged bursts (scheduler/engine/stage_policy.py): strict occurrences due at one instant, at least this many
     # in the process (0: never), are produced ahead in a transaction committed at the instant.
     stage_min: int = 40_000
     stage_chunk: int = 20_000          # staged per turn, so commands keep flowing while a stage fills

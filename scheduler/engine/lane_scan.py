@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 
 from scheduler.engine import stage_records, timeline_keys
-from scheduler.engine.staging import StagedPartition
+from scheduler.engine.stage_policy import StagedPartition
 from scheduler.engine.task_context import TaskContext
 from scheduler.engine.timeline_keys import CATCH_UP, DISPATCH, END, WAKE
 
@@ -91,7 +91,7 @@ class DueScan:
     def reset(self) -> None:
         self._scanned = {}
 
-    # -- staged bursts (scheduler/engine/staging.py, ADR 0002) ---------------------------
+    # -- staged bursts (scheduler/engine/stage_policy.py, ADR 0002) ---------------------------
 
     def stage(self, part: StagedPartition, share: int, left: dict[bytes, int], refill: Callable[[bytes], int],
               groups: dict[bytes, tuple[list[bytes], list[bytes]]]) -> None:

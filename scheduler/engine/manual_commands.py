@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.engine.attempts import FINISHED
-from scheduler.engine.commands import HOLDS_SLOT, result_record
+from scheduler.engine.attempt_policy import FINISHED
+from scheduler.engine.command_policy import HOLDS_SLOT, result_record
 from scheduler.engine.occurrence_timeline import Timeline
 from scheduler.timing.fires import fires_between
 from scheduler.timing.instants import to_datetime, to_ms

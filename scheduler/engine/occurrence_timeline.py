@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from scheduler.engine import materialize, timeline_keys
-from scheduler.engine.attempts import lease_ms
+from scheduler.engine.attempt_policy import lease_ms
 from scheduler.engine.occurrence_events import record_event, record_missed
 from scheduler.engine.task_context import TaskContext
 from scheduler.engine.timeline_keys import (

@@ -1,4 +1,4 @@
-"""A staged burst's phase (scheduler/engine/staging.py), explicit and changed only along its transitions.
+"""A staged burst's phase (scheduler/engine/stage_policy.py), explicit and changed only along its transitions.
 
 A stage used to infer where it was from which of its measurements were still `None` (no preparation end yet:
 preparing; a transaction start: producing; a produce time: delivered). Those measurements are data for the next

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.engine.stage_layout import TopicLayout
-from scheduler.engine.staging import StagedPartition
+from scheduler.engine.stage_policy import StagedPartition
 from scheduler.engine.timeline_keys import PLAIN_OVERLAP
 
 # One (topic, partition) of a stage: the records' values and keys, in timeline order.

@@ -1,5 +1,5 @@
 """Staged bursts on the real broker: produced ahead in an open transaction, visible at the instant, and
-never lost when the process dies with the stage open (scheduler/engine/staging.py)."""
+never lost when the process dies with the stage open (scheduler/engine/stage_policy.py)."""
 from __future__ import annotations
 
 import math

@@ -22,6 +22,7 @@ from engine_harness import (
     read_until_all,
     rfc3339,
     wait_for_log,
+    wait_until_ready,
 )
 
 from scheduler.control.client import SchedulerClient, make_spec
@@ -108,7 +109,7 @@ def test_a_kill_with_a_stage_open_and_a_takeover_by_another_instance_sends_only_
     ensure_layout(kafka_bootstrap, unique_prefix, BURST_TENANTS)
     # B owned the partitions once, so its takeover restores from old checkpoints (or, wiped, from the start).
     b = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "b", "b", SLOW_FIRST_GUESS).start()
-    wait_for_log(b, "assigned partitions", time.time() + 60)
+    wait_until_ready(b, 60)
     assert b.terminate() == 0, b.log_tail()
     a = SchedulerProcess(kafka_bootstrap, unique_prefix, tmp_path / "a", "a", SLOW_FIRST_GUESS).start()
     reader = TopicReader(kafka_bootstrap, occurrence_topics(unique_prefix, BURST_TENANTS), "Occurrence")

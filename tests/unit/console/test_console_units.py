@@ -9,7 +9,7 @@ from scheduler.api.keys import KeyStore, create_key, revoke_key
 from scheduler.audit.history import schema_name
 from scheduler.console.actions import _edited, _safe_next
 from scheduler.console.engine_metrics import _delta, figures, histogram_quantile, parse
-from scheduler.console.fires import fire_rows
+from scheduler.console.fire_rows import fire_rows
 from scheduler.console.occurrence_stats import OccurrenceStats, p99
 from scheduler.console.sessions import Sessions, csrf_ok
 from scheduler.console.web import PageError

@@ -14,7 +14,7 @@ from scheduler.cli import build_parser, main
 from scheduler.control.client import ValidationError, make_spec
 from scheduler.control.command_record import command_record
 from scheduler.control.schedule_cli import _schedule_detail
-from scheduler.engine.commands import admitted, decide
+from scheduler.engine.command_policy import admitted, decide
 from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 NOW = 1_800_000_000_000

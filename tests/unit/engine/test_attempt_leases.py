@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from scheduler.engine import leases
-from scheduler.engine.attempts import apply_attempt
+from scheduler.engine.attempt_policy import apply_attempt
 from scheduler.engine.partition_store import PartitionStore, StoreTransaction
 
 NOW = 1_767_225_600_000

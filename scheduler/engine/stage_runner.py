@@ -1,4 +1,4 @@
-"""Running staged bursts (the policy is `staging.py`, the decision record ADR 0002): the stage producers,
+"""Running staged bursts (the policy is `stage_policy.py`, the decision record ADR 0002): the stage producers,
 one per owned partition, and the one stage at a time, prepared in memory between turns during its lead,
 produced in its produce window and committed at its instant.
 """
@@ -12,14 +12,14 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 
-from scheduler.engine import stage_layout, stage_records, staging
+from scheduler.engine import stage_layout, stage_policy, stage_records
 from scheduler.engine.burst_count import BurstCounter
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.stage_layout import TopicLayout
 from scheduler.engine.stage_phase import StagePhase
-from scheduler.engine.staging import Stage, StagedPartition
+from scheduler.engine.stage_policy import Stage, StagedPartition
 from scheduler.engine.task import SchedulerTask
 from scheduler.kafka.transactional import TransactionalProducer
 
@@ -99,14 +99,14 @@ class StageRunner:
             stage = self._begin(burst, now_ms)
         phase = stage.phase
         if phase in (StagePhase.PREPARING, StagePhase.PREPARED):
-            if staging.should_produce(stage.due_ms, stage.window_count(), now_ms, self.produce_rate_per_s):
+            if stage_policy.should_produce(stage.due_ms, stage.window_count(), now_ms, self.produce_rate_per_s):
                 self._produce(stage)
             elif phase is StagePhase.PREPARING:
                 self._prepare(stage)
         elif now_ms >= stage.due_ms:
             self._commit(stage)
         elif phase is StagePhase.PRODUCING:
-            self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
+            self._produce_slice(stage, time.perf_counter() + stage_policy.PRODUCE_SLICE_S)
 
     def _next_burst(self, now_ms: int) -> int | None:
         """The instant of a strict burst to stage now, if any. Every instant within the longest lead is
@@ -116,13 +116,13 @@ class StageRunner:
             return None
         self.bursts.step((task.store for task in self.tasks.values()), now_ms, self.config.stage_max_lead_ms)
         counts = {due: n for due, n in self.bursts.counts.items() if due != self._nothing_at}
-        return staging.choose(counts, now_ms, self.config.stage_min, self.rate_per_s, self.config.stage_max_lead_ms,
-                              self.produce_rate_per_s)
+        return stage_policy.choose(counts, now_ms, self.config.stage_min, self.rate_per_s,
+                                   self.config.stage_max_lead_ms, self.produce_rate_per_s)
 
     def _conf(self, partition: int) -> dict[str, Any]:
         return {**self.producer_conf,
-                "transactional.id": staging.transactional_id(self.config.prefix, partition),
-                "transaction.timeout.ms": staging.PRODUCE_MAX_MS + self.config.transaction_timeout_ms,
+                "transactional.id": stage_policy.transactional_id(self.config.prefix, partition),
+                "transaction.timeout.ms": stage_policy.PRODUCE_MAX_MS + self.config.transaction_timeout_ms,
                 "queue.buffering.max.messages": 2_000_000}
 
     def _new_stager(self, partition: int) -> TransactionalProducer:
@@ -139,7 +139,7 @@ class StageRunner:
 
     def _begin(self, due_ms: int, now_ms: int) -> Stage:
         """A stage in memory only: no transaction until its produce window."""
-        first, end = staging.instant_range(due_ms)
+        first, end = stage_policy.instant_range(due_ms)
         counted = self.bursts.counts.get(due_ms, 0)
         stage = self.stage = Stage(due_ms, {n: StagedPartition(first, end) for n in self.tasks}, now_ms,
                                     min(self.tasks), expected=counted)
@@ -151,9 +151,9 @@ class StageRunner:
         at dispatch (running slots) or that has no token left at the instant."""
         def refill(raw_tenant: bytes) -> int:
             tenant = raw_tenant.decode()
-            if not staging.stageable("ALLOW", task.slots.is_limited(tenant)):
+            if not stage_policy.stageable("ALLOW", task.slots.is_limited(tenant)):
                 return stage_records.NEVER
-            granted = self.trigger_limits.bucket(tenant).take(staging.TOKEN_BLOCK, stage.due_ms)
+            granted = self.trigger_limits.bucket(tenant).take(stage_policy.TOKEN_BLOCK, stage.due_ms)
             stage.tokens[tenant] += granted
             return granted or stage_records.NEVER
         return refill
@@ -171,7 +171,7 @@ class StageRunner:
     def _prepared(self, stage: Stage) -> None:
         stage.advance(StagePhase.PREPARED)
         stage.completed_ms = int(self.clock() * 1000)
-        for tenant, n in staging.give_back(stage.left).items():
+        for tenant, n in stage_policy.give_back(stage.left).items():
             self.trigger_limits.bucket(tenant).tokens += n
             stage.tokens[tenant] -= n
         stage.left.clear()
@@ -207,7 +207,7 @@ class StageRunner:
         stage.advance(StagePhase.PRODUCING)
         self._pending = stage_records.Pending(stage_records.produce_order(merged, stage.layouts))
         stage.produce_work_s = time.perf_counter() - started
-        self._produce_slice(stage, time.perf_counter() + staging.PRODUCE_SLICE_S)
+        self._produce_slice(stage, time.perf_counter() + stage_policy.PRODUCE_SLICE_S)
 
     def _produce_slice(self, stage: Stage, until: float, final: bool = False) -> None:
         """Produce the stage's next slice of records (`final`: all the rest, and wait for their delivery);

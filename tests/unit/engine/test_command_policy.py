@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pathological_specs import NEVER_FIRING, NOW_MS, never_fires, spring_forward_specs
 from scheduler.control.client import make_spec
-from scheduler.engine.commands import admitted, decide
+from scheduler.engine.command_policy import admitted, decide
 from scheduler.wire.limits import MAX_NOTE_LENGTH
 
 NOW = 1_800_000_000_000  # 2027-01-15T08:00:00Z

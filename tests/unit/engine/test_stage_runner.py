@@ -1,6 +1,6 @@
 """StageRunner: a strict burst prepared during its lead, produced in its window, committed at its instant.
 
-Proves what scheduler/engine/stager.py promises, with a real task over RocksDB (tmp_path) and a scripted
+Proves what scheduler/engine/stage_runner.py promises, with a real task over RocksDB (tmp_path) and a scripted
 transactional producer in place of the broker's: no transaction is begun before the produce window; the
 records produced are the burst's occurrences stamped with the instant; the commit at the instant takes the
 staged entries out of ordinary dispatch; a revoke or a failed commit aborts the stage, gives its tokens back
@@ -19,12 +19,12 @@ import task_builder
 from confluent_kafka import KafkaError, KafkaException
 from prometheus_client import CollectorRegistry
 
-from scheduler.engine import stager as stager_module
+from scheduler.engine import stage_runner
 from scheduler.engine.config import EngineConfig
 from scheduler.engine.fairness import RateLimits
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.stage_phase import StagePhase
-from scheduler.engine.stager import StageRunner
+from scheduler.engine.stage_runner import StageRunner
 from scheduler.engine.task import SchedulerTask
 from scheduler.engine.timeline_keys import DISPATCH, LocalEntry, occurrence_key
 
@@ -115,7 +115,7 @@ def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Rig]:
         made.append(ScriptedStager(conf, settle))
         return made[-1]
 
-    monkeypatch.setattr(stager_module, "TransactionalProducer", producer)
+    monkeypatch.setattr(stage_runner, "TransactionalProducer", producer)
     task = task_builder.make_task(tmp_path / "p0", horizon_ms=0)
     keys = [occurrence_key(DISPATCH, T, f"s{n}", T) for n in range(BURST)]
     entries = {key: LocalEntry("acme", f"s{n}", "occ.acme", f"oid-{n}", b"body-%d" % n).pack()

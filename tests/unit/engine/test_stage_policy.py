@@ -2,10 +2,10 @@
 import pytest
 import task_builder
 
-from scheduler.engine import stage_layout, stage_records, staging
+from scheduler.engine import stage_layout, stage_policy, stage_records
 from scheduler.engine.burst_count import COUNT_SLICE, BurstCounter
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.staging import (
+from scheduler.engine.stage_policy import (
     LEAD_SLACK_MS,
     MARGIN_MS,
     Stage,
@@ -48,10 +48,10 @@ def test_should_start(until_due_ms, count, expected):
 
 
 def test_only_plain_occurrences_are_staged():
-    assert staging.stageable("ALLOW", concurrency_limited=False)
-    assert not staging.stageable("ALLOW", concurrency_limited=True)
-    assert not staging.stageable("SKIP_IF_RUNNING", concurrency_limited=False)
-    assert not staging.stageable("QUEUE_ONE", concurrency_limited=False)
+    assert stage_policy.stageable("ALLOW", concurrency_limited=False)
+    assert not stage_policy.stageable("ALLOW", concurrency_limited=True)
+    assert not stage_policy.stageable("SKIP_IF_RUNNING", concurrency_limited=False)
+    assert not stage_policy.stageable("QUEUE_ONE", concurrency_limited=False)
 
 
 def test_shares_split_the_budget_over_partitions_still_staging_and_the_rate_is_measured():
@@ -210,11 +210,11 @@ def test_a_dropped_stage_leaves_every_entry_in_the_timeline(tmp_path):
 def test_the_burst_chosen_is_the_earliest_ready_one_not_merely_the_next_instant():
     now = T - 20_000
     steady = {T - 20_000 + n * 1000: 40 for n in range(1, 60)}  # steady traffic every second
-    assert staging.choose(steady, now, 40_000, 30_000, 60_000) is None
+    assert stage_policy.choose(steady, now, 40_000, 30_000, 60_000) is None
     burst = {**steady, T: 500_000}  # lead 25 s + 3 s: ready 20 s ahead
-    assert staging.choose(burst, now, 40_000, 30_000, 60_000) == T
-    assert staging.choose({**burst, T + 1000: 500_000}, now, 40_000, 30_000, 60_000) == T
-    assert staging.choose({T + 30_000: 500_000}, now, 40_000, 30_000, 60_000) is None, "not yet within its lead"
+    assert stage_policy.choose(burst, now, 40_000, 30_000, 60_000) == T
+    assert stage_policy.choose({**burst, T + 1000: 500_000}, now, 40_000, 30_000, 60_000) == T
+    assert stage_policy.choose({T + 30_000: 500_000}, now, 40_000, 30_000, 60_000) is None, "not yet within its lead"
 
 
 def test_an_entry_rewritten_before_the_stage_reached_it_is_sent_once(tmp_path):
@@ -237,10 +237,10 @@ def test_an_entry_rewritten_before_the_stage_reached_it_is_sent_once(tmp_path):
 
 
 def test_the_produce_window_covers_the_measured_produce_time_and_a_margin_and_is_capped():
-    assert staging.produce_lead_ms(0, 250_000) == staging.PRODUCE_MARGIN_MS
-    assert staging.produce_lead_ms(500_000, 250_000) == int(2000 * staging.PRODUCE_FACTOR) + staging.PRODUCE_MARGIN_MS
-    assert staging.produce_lead_ms(50_000_000, 250_000) == staging.PRODUCE_MAX_MS
-    assert staging.produce_lead_ms(10, 0) == staging.PRODUCE_MAX_MS, "no measured rate: the longest window"
+    assert stage_policy.produce_lead_ms(0, 250_000) == stage_policy.PRODUCE_MARGIN_MS
+    assert stage_policy.produce_lead_ms(500_000, 250_000) == int(2000 * stage_policy.PRODUCE_FACTOR) + stage_policy.PRODUCE_MARGIN_MS
+    assert stage_policy.produce_lead_ms(50_000_000, 250_000) == stage_policy.PRODUCE_MAX_MS
+    assert stage_policy.produce_lead_ms(10, 0) == stage_policy.PRODUCE_MAX_MS, "no measured rate: the longest window"
 
 
 @pytest.mark.parametrize("until_due_ms, produced", [
@@ -251,11 +251,11 @@ def test_the_produce_window_covers_the_measured_produce_time_and_a_margin_and_is
     (-5_000, True),   # past the instant and not produced: produce now, committed late
 ])
 def test_a_stage_produces_only_within_its_window(until_due_ms, produced):
-    assert staging.should_produce(T, 500_000, T - until_due_ms, 250_000) is produced
+    assert stage_policy.should_produce(T, 500_000, T - until_due_ms, 250_000) is produced
 
 
 def test_the_lead_now_includes_the_produce_window():
-    window = staging.produce_lead_ms(300_000, 300_000)
+    window = stage_policy.produce_lead_ms(300_000, 300_000)
     assert lead_ms(300_000, 30_000, 60_000, window) == 15_000 + LEAD_SLACK_MS + window
     assert should_start(T, 300_000, T - (15_000 + LEAD_SLACK_MS + window), 40_000, 30_000, 60_000, 300_000)
     assert not should_start(T, 300_000, T - (15_000 + LEAD_SLACK_MS + window) - 1, 40_000, 30_000, 60_000, 300_000)
@@ -305,7 +305,7 @@ def test_tokens_are_taken_a_block_at_a_time_and_a_tenant_without_any_is_left_to_
     assert b"occ.tiny" not in groups and asked.count(b"tiny") == 1, "NEVER is asked once per tenant"
     assert asked.count(b"acme") == 3 and left == {b"acme": stage_records.NEVER, b"tiny": stage_records.NEVER}
     assert part.first_skipped == sorted(keys)[0]
-    assert staging.give_back({b"acme": 3, b"tiny": stage_records.NEVER, b"x": 0}) == {"acme": 3}
+    assert stage_policy.give_back({b"acme": 3, b"tiny": stage_records.NEVER, b"x": 0}) == {"acme": 3}
     task.store.close()
 
 
@@ -367,7 +367,7 @@ def test_bursts_are_counted_a_slice_at_a_time_and_published_when_the_sweep_is_th
     assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}, "beyond the lead: not counted"
     counter.step(stores, now + 1000, 60_000)
     assert not counter.sweeping, "the next sweep waits COUNT_EVERY_MS"
-    counter.step(stores, now + staging.COUNT_EVERY_MS, 60_000)
+    counter.step(stores, now + stage_policy.COUNT_EVERY_MS, 60_000)
     assert counter.sweeping
     counter.reset()
     assert not counter.sweeping and counter.counts == {T: COUNT_SLICE + 10, T + 1000: 5}
