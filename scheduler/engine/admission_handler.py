@@ -63,7 +63,7 @@ class Admissions:
                 "active_schedules": count, "max_active_schedules": quota, "decided_at_ms": now_ms,
                 "running_slots": None, "granted_ids": many[:granted], "refused_ids": many[granted:]}
 
-    def send_reservations(self, now_ms: int, local: Callable[[str], Admissions | None] = lambda tenant: None) -> None:
+    def send_reservations(self, now_ms: int, local: LocalCounter = lambda tenant: None) -> None:
         """After the turn's inputs: one RESERVE per tenant for every new schedule of this turn (`ctx.reserve`).
 
         A tenant counted by a partition of this process (`local`) is asked and answers in this turn, in its
@@ -150,3 +150,6 @@ class Admissions:
         for command_id in waiters:
             ctx.result(key, result_record({**base, "command_id": command_id}, "ACCEPTED", now_ms,
                                           version=state["version"], next_fires_ms=state["first_next_fires_ms"]))
+
+
+LocalCounter = Callable[[str], "Admissions | None"]  # tenant -> the admission side counting it, when local

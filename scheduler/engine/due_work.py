@@ -61,14 +61,6 @@ def has_due_entries(tasks: Iterable[SchedulerTask], now_ms: int) -> bool:
                for task in tasks for lane in LANES)
 
 
-def has_due_work(tasks: Iterable[SchedulerTask], now_ms: int) -> bool:
-    """Entries due, fires due to plan, a committed stage's local deletes, or leases expired: a turn to run."""
-    tasks = list(tasks)
-    return has_due_entries(tasks, now_ms) or any(
-        task.timeline.has_wake_due(now_ms) or task.scan.has_staged_to_delete()
-        or task.attempts.has_expired_lease(now_ms) for task in tasks)
-
-
 def partition_readings(tasks: Mapping[int, SchedulerTask], now_ms: int) -> list[PartitionReading]:
     """What is due and not sent per partition: entries due, and fires due but not yet planned."""
     return [PartitionReading(p, task.scan.next_due_ms(DISPATCH), task.timeline.next_wake_ms(),

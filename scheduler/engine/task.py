@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.engine.admission_handler import Admissions
+from scheduler.engine.admission_handler import Admissions, LocalCounter
 from scheduler.engine.attempt_handler import Attempts
 from scheduler.engine.command_handler import Commands
 from scheduler.engine.dispatch_handler import Dispatcher
@@ -43,6 +43,33 @@ class SchedulerTask:
             topics.commands: self.commands.on_command, topics.attempts: self.attempts.on_attempt,
             topics.admissions: self.admissions.on_admission_request,
             topics.admission_results: self.admissions.on_admission_result}
+
+    # -- the turn's lifecycle, in the order the task manager calls it (scheduler/engine/task_manager.py) -----
+
+    def take(self, topic: str, key: bytes | None, value: bytes | None, offset: int, now_ms: int) -> None:
+        """One input record, handled by its topic's handler inside the open transaction."""
+        self.handlers[topic](key, value, offset, now_ms)
+
+    def expire(self, now_ms: int, drained: bool) -> None:
+        """Running slots past their hold expire; leases too, but only in a turn that drained its inputs (a
+        backlog of heartbeats is not silence)."""
+        self.slots.expire(self.ctx.txn, now_ms)
+        if drained:
+            self.attempts.expire_leases(now_ms)
+
+    def plan(self, now_ms: int, budget: int, until: float, deletes: int, local_counter: LocalCounter) -> None:
+        """The partition's share of planning, after dispatch: admission requests, the running slots settled,
+        fires planned within `budget` and before `until` (perf_counter), and up to `deletes` of a committed
+        stage's local deletes."""
+        self.admissions.send_reservations(now_ms, local_counter)
+        self.admissions.settle_running_slots(now_ms)
+        self.timeline.materialize_due(now_ms, budget, until)
+        self.scan.delete_staged(deletes)
+
+    def has_upkeep_due(self, now_ms: int) -> bool:
+        """Work besides due entries: fires due to plan, a committed stage's local deletes, leases expired."""
+        return (self.timeline.has_wake_due(now_ms) or self.scan.has_staged_to_delete()
+                or self.attempts.has_expired_lease(now_ms))
 
     def changelog_records(self) -> dict[str, list[ChangelogRecord]]:
         """store -> (topic, key, value) of every change of this transaction; wake-ups are derived, not logged."""
