@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,8 +105,8 @@ def test_ensure_partitions_by_utc_day_and_far_instants_land_in_default(ledger) -
     assert conn.execute(f"SELECT count(*) FROM {schema}.dispatches").fetchone()[0] == 6
 
 
-def test_an_older_unpartitioned_ledger_is_reported_and_keeps_working(ledger) -> None:
-    conn, prefix, schema = ledger
+def create_unpartitioned_dispatches(conn: psycopg.Connection, schema: str) -> None:
+    """dispatches as ledger.sql created it before the partitions."""
     conn.execute(f"CREATE SCHEMA {schema}")
     conn.execute(f"CREATE TABLE {schema}.dispatches (kafka_topic text NOT NULL, kafka_partition integer NOT NULL, "
                  "kafka_offset bigint NOT NULL, kafka_timestamp timestamptz, occurrence_id text NOT NULL, "
@@ -113,6 +114,11 @@ def test_an_older_unpartitioned_ledger_is_reported_and_keeps_working(ledger) -> 
                  "available_at_ms bigint, priority text, payload bytea, attempt integer, dst_rule text, "
                  "catch_up boolean, lease_ms bigint, PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset))")
     conn.commit()
+
+
+def test_an_older_unpartitioned_ledger_is_reported_and_keeps_working(ledger) -> None:
+    conn, prefix, schema = ledger
+    create_unpartitioned_dispatches(conn, schema)
     report = ensure_tables(conn, prefix, now_ms=NOW, payload="full")
     assert report.partitions.unpartitioned == [f"{schema}.dispatches"]
     assert f"{schema}.dispatches" in report.ok and f"{schema}.attempts" in report.created
@@ -125,6 +131,37 @@ def test_an_older_unpartitioned_ledger_is_reported_and_keeps_working(ledger) -> 
     assert retained.returncode == 0, retained.stderr
     assert f"UNPARTITIONED table {schema}.dispatches" in retained.stdout
     assert "Partitioning an older ledger" in retained.stdout
+
+
+def test_the_documented_migration_partitions_an_older_ledger_and_keeps_its_rows(ledger, audit_postgres) -> None:
+    """The SQL of docs/operations.md, "Partitioning an older ledger", as written there (schema renamed)."""
+    conn, prefix, schema = ledger
+    create_unpartitioned_dispatches(conn, schema)
+    ensure_tables(conn, prefix, now_ms=NOW, payload="full")
+    old = TODAY - 20 * DAY_MS
+    for offset, at_ms in enumerate((old, old + 1, TODAY - 3 * DAY_MS, NOW)):
+        upsert_dispatch(conn, schema, offset, at_ms, key=("kafka_topic", "kafka_partition", "kafka_offset"))
+    ensure_tables(conn, prefix, now_ms=NOW, payload="hash")
+    section = (REPO / "docs" / "operations.md").read_text().split("### Partitioning an older ledger")[1]
+    rename, copy = [block.replace("sched.", f"{schema}.") for block in re.findall(r"```sql\n(.*?)```", section, re.S)]
+    with psycopg.connect(audit_postgres, autocommit=True) as admin:
+        admin.execute(rename)
+    report = ensure_tables(conn, prefix, now_ms=NOW)
+    assert report.partitions.unpartitioned == []
+    with psycopg.connect(audit_postgres, autocommit=True) as admin:
+        admin.execute(copy)
+    rows = partition_of(conn, schema, "dispatches")
+    assert rows == {0: f"dispatches_{day_of(old).suffix}", 1: f"dispatches_{day_of(old).suffix}",
+                    2: f"dispatches_{day_of(TODAY - 3 * DAY_MS).suffix}", 3: f"dispatches_{day_of(NOW).suffix}"}
+    payloads = conn.execute(f"SELECT DISTINCT payload FROM {schema}.dispatches").fetchall()
+    assert payloads == [(PAYLOAD,)]  # copied as they were, not hashed again
+    upsert_dispatch(conn, schema, 9, NOW)  # the sink's new key works, the trigger hashes new rows
+    assert conn.execute(f"SELECT payload FROM {schema}.dispatches WHERE kafka_offset = 9").fetchone()[0] == \
+        hashlib.sha256(PAYLOAD).digest()
+    conn.commit()
+    retained = audit(conn.info.dsn, prefix, "retain", "--keep", "7d")
+    assert retained.returncode == 0 and retained.stdout.count("dropped ") == 1, retained.stdout + retained.stderr
+    assert sorted(partition_of(conn, schema, "dispatches")) == [2, 3, 9]
 
 
 @pytest.mark.parametrize("mode, stored", [("full", PAYLOAD), ("hash", hashlib.sha256(PAYLOAD).digest()),
