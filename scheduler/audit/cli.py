@@ -120,7 +120,7 @@ def run_ensure(args: argparse.Namespace) -> int:
         return _ensure_exit_code(error)
     print_ensure_rows(report.created, report.ok, report.differences, "table ")
     print_partitions(report.partitions)
-    print(f"{'updated ' if report.payload_changed else 'ok      '} payload {report.payload} "
+    print(f"{report.payload_action:<8} payload {report.payload} "
           f"(dispatches.payload keeps {_PAYLOAD_KEEPS[report.payload]})")
     print_ensure_rows(rejects.created, rejects.ok, rejects.differences, "topic ")
     for name in connectors.created:

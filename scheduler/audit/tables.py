@@ -79,7 +79,7 @@ class TablesReport:
     differences: list[str] = field(default_factory=list)
     partitions: PartitionsReport = field(default_factory=PartitionsReport)
     payload: str = DEFAULT_PAYLOAD
-    payload_changed: bool = False
+    payload_action: str = "ok"  # created (a new ledger, or one from before the modes), updated, ok
 
 
 def ensure_tables(conn: Any, prefix: str, now_ms: int | None = None, payload: str | None = None) -> TablesReport:
@@ -94,7 +94,7 @@ def ensure_tables(conn: Any, prefix: str, now_ms: int | None = None, payload: st
     conn.execute(ddl(prefix))
     report = TablesReport(partitions=ensure_partitions(conn, schema, int(time.time() * 1000) if now_ms is None
                                                        else now_ms))
-    report.payload, report.payload_changed = _payload_mode(conn, schema, payload)
+    report.payload, report.payload_action = _payload_mode(conn, schema, payload)
     conn.commit()
     after = _columns(conn, schema)
     for table in TABLES:
@@ -113,8 +113,8 @@ def ensure_tables(conn: Any, prefix: str, now_ms: int | None = None, payload: st
     return report
 
 
-def _payload_mode(conn: Any, schema: str, wanted: str | None) -> tuple[str, bool]:
-    """The mode in force after this ensure, and whether this ensure changed it."""
+def _payload_mode(conn: Any, schema: str, wanted: str | None) -> tuple[str, str]:
+    """The mode in force after this ensure, and what this ensure did to it (created, updated, ok)."""
     if wanted is not None and wanted not in PAYLOAD_MODES:
         raise ValueError(f"payload mode must be one of {', '.join(PAYLOAD_MODES)}, got {wanted!r}")
     settings = sql.Identifier(schema, "ledger_settings")
@@ -123,7 +123,7 @@ def _payload_mode(conn: Any, schema: str, wanted: str | None) -> tuple[str, bool
     if row is None or row[0] != mode:
         conn.execute(sql.SQL("INSERT INTO {} VALUES ('payload', %s) ON CONFLICT (name) DO UPDATE SET value = "
                              "EXCLUDED.value").format(settings), (mode,))
-    return mode, row is not None and row[0] != mode
+    return mode, "created" if row is None else "updated" if row[0] != mode else "ok"
 
 
 def _columns(conn: Any, schema: str) -> dict[str, dict[str, str]]:

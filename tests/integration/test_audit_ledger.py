@@ -111,11 +111,12 @@ def test_audit_ensure_creates_once_then_reports_and_repairs_drift(
         schema = schema_name(unique_prefix)
         for table in ("dispatches", "attempts"):
             assert f"created  partitions {schema}.{table}: 10 created, 0 ok" in first.stdout, first.stdout
-        assert "ok       payload hash (dispatches.payload keeps the sha256 of each payload)" in first.stdout
+        assert "created  payload hash (dispatches.payload keeps the sha256 of each payload)" in first.stdout
         again = _audit(env, "ensure", "--check")
         assert again.returncode == 0, again.stdout + again.stderr
         assert again.stdout.count("ok       table") == 6 and again.stdout.count("ok       connector") == 6
         assert f"ok       partitions {schema}.attempts: 0 created, 9 ok" in again.stdout
+        assert "ok       payload hash" in again.stdout
         name = f"{unique_prefix}.audit.attempts"
         rest.put_config(name, {**rest.config(name), "batch.size": "7"})
         checked = _audit(env, "ensure", "--check")

@@ -175,15 +175,16 @@ def test_the_payload_mode_decides_what_dispatches_keep(ledger, mode: str, stored
     rows = conn.execute(f"SELECT kafka_offset, payload FROM {schema}.dispatches ORDER BY 1").fetchall()
     assert rows == [(1, stored), (2, None)]
     again = ensure_tables(conn, prefix, now_ms=NOW)  # no --payload: the mode stays
-    assert (again.payload, again.payload_changed) == (mode, False)
+    assert (again.payload, again.payload_action) == (mode, "ok")
 
 
 def test_a_new_ledger_hashes_by_default_and_a_mode_change_is_data(ledger) -> None:
     conn, prefix, schema = ledger
-    assert ensure_tables(conn, prefix, now_ms=NOW).payload == "hash"
+    first = ensure_tables(conn, prefix, now_ms=NOW)
+    assert (first.payload, first.payload_action) == ("hash", "created")
     upsert_dispatch(conn, schema, 1, NOW)
     changed = ensure_tables(conn, prefix, now_ms=NOW, payload="full")
-    assert (changed.payload, changed.payload_changed) == ("full", True)
+    assert (changed.payload, changed.payload_action) == ("full", "updated")
     upsert_dispatch(conn, schema, 2, NOW)
     rows = conn.execute(f"SELECT kafka_offset, payload FROM {schema}.dispatches ORDER BY 1").fetchall()
     assert rows == [(1, hashlib.sha256(PAYLOAD).digest()), (2, PAYLOAD)]
