@@ -21,7 +21,8 @@ from scheduler.audit.connectors import (
     render,
     wait_running,
 )
-from scheduler.audit.postgres import LocalPostgres, PostgresError, default_data_dir
+from scheduler.audit.postgres import LocalPostgres, PostgresError, database_url, default_data_dir
+from scheduler.audit.retain_cli import print_partitions, register_retain
 from scheduler.cli_support import (
     EXIT_BAD_INPUT,
     EXIT_UNAVAILABLE,
@@ -47,6 +48,7 @@ from scheduler.wire.topology import RenderedTopic, Topology
 
 EXIT_DIFFERS = 1
 EXIT_ERROR = EXIT_BAD_INPUT
+_PAYLOAD_KEEPS = {"full": "each payload as sent", "hash": "the sha256 of each payload", "none": "no payload"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -67,8 +69,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ensure.add_argument("--wait", type=duration_type("s", bare_unit="s"), default=60.0, metavar="DURATION",
                         help="how long to wait for every connector task to run: a duration, or seconds "
                              "(default 60s; 0: do not wait)")
+    ensure.add_argument("--payload", choices=tables.PAYLOAD_MODES, default=None,
+                        help="what dispatches.payload keeps: full (as sent), hash (its sha256) or none (NULL); "
+                             "a new ledger gets hash, an existing one keeps its mode unless this is given")
     add_client_config(ensure)
     ensure.set_defaults(handler=run_ensure)
+    register_retain(commands)
 
     postgres = commands.add_parser("postgres", help="a local PostgreSQL for the ledger (Debian's binaries)")
     actions = postgres.add_subparsers(dest="postgres_command", required=True)
@@ -79,18 +85,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for parser, handler in ((start, _pg_start), (stop, _pg_stop), (status, _pg_status)):
         add_data_dir(parser, "its cluster", default_data_dir())
         parser.set_defaults(handler=handler)
-
-
-def database_url() -> str:
-    """AUDIT_DATABASE_URL, else the local server from `scheduler audit postgres start`."""
-    url = os.environ.get(tables.DATABASE_URL_ENV)
-    if url:
-        return url
-    local = LocalPostgres(default_data_dir())
-    if not local.is_running():
-        raise PostgresError(f"{tables.DATABASE_URL_ENV} is not set and no local PostgreSQL runs: "
-                            "start one with `scheduler audit postgres start`")
-    return local.url
 
 
 def connect_url() -> str:
@@ -110,12 +104,13 @@ def run_ensure(args: argparse.Namespace) -> int:
     try:
         url, rest = database_url(), ConnectRest(connect_url())
         with psycopg.connect(url) as conn:
-            report = tables.ensure_tables(conn, prefix)
+            report = tables.ensure_tables(conn, prefix, payload=args.payload)
         # Created here, not by Connect, which would leave min.insync.replicas at the broker's default.
         rejects = ensure_rendered_topics(connection(settings.bootstrap_servers, client_config_of(args)),
                                          [RenderedTopic("audit-rejects", dead_letter_topic(prefix), 1, {})],
                                          args.replication_factor)
-        configs = render(prefix, Database.from_url(url), Topology.load(), rejects.replication_factor)
+        unpartitioned = frozenset(name.rsplit(".", 1)[1] for name in report.partitions.unpartitioned)
+        configs = render(prefix, Database.from_url(url), Topology.load(), rejects.replication_factor, unpartitioned)
         connectors = ensure_connectors(rest, configs, check_only=args.check)
         if args.wait > 0 and not args.check:
             wait_running(rest, list(configs), args.wait)
@@ -124,6 +119,9 @@ def run_ensure(args: argparse.Namespace) -> int:
         say(f"scheduler audit ensure: {error}")
         return _ensure_exit_code(error)
     print_ensure_rows(report.created, report.ok, report.differences, "table ")
+    print_partitions(report.partitions)
+    print(f"{report.payload_action:<8} payload {report.payload} "
+          f"(dispatches.payload keeps {_PAYLOAD_KEEPS[report.payload]})")
     print_ensure_rows(rejects.created, rejects.ok, rejects.differences, "topic ")
     for name in connectors.created:
         print(f"{'MISSING ' if args.check else 'created '} connector {name}")

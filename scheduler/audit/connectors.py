@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
 
-from scheduler.audit.tables import TABLES, LedgerTable, schema_name
+from scheduler.audit.tables import KAFKA_COORDINATES, TABLES, LedgerTable, schema_name
 from scheduler.connect.rest import ConnectRest, ConnectRestError
 from scheduler.wire.topology import Topology
 
@@ -64,10 +64,12 @@ def topic_regex(topology: Topology, key: str, prefix: str) -> str:
     return "".join(values.get(part, re.escape(part)) for part in parts)
 
 
-def render(prefix: str, database: Database, topology: Topology,
-           replication_factor: int = 1) -> dict[str, dict[str, str]]:
+def render(prefix: str, database: Database, topology: Topology, replication_factor: int = 1,
+           unpartitioned: frozenset[str] = frozenset()) -> dict[str, dict[str, str]]:
     """The connectors' configs. `replication_factor` is the reject topic's, should Connect create it: `audit ensure`
-    creates that topic first, with the decided replication and min.insync.replicas, and passes its factor."""
+    creates that topic first, with the decided replication and min.insync.replicas, and passes its factor.
+    `unpartitioned`: tables of an older ledger still keyed by the Kafka coordinates alone, whose sink must
+    upsert on that key (ON CONFLICT names a unique constraint the table has)."""
     common = _template("_common")
     configs: dict[str, dict[str, str]] = {}
     for table in TABLES:
@@ -80,6 +82,8 @@ def render(prefix: str, database: Database, topology: Topology,
             "{topic_regex}": topic_regex(topology, table.topic_key, prefix) if spec.per_tenant else "",
         }
         merged = {**common, **_template(table.name)}
+        if table.name in unpartitioned:
+            merged["primary.key.fields"] = ",".join(KAFKA_COORDINATES)
         name = connector_name(prefix, table)
         configs[name] = {"name": name, **{key: _fill(value, values) for key, value in merged.items()}}
     return configs

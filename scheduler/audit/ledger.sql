@@ -23,17 +23,23 @@ CREATE TABLE IF NOT EXISTS {schema}.command_results (
 );
 CREATE INDEX IF NOT EXISTS command_results_tenant ON {schema}.command_results (tenant, schedule_id);
 
+-- dispatches and attempts: RANGE partitions on scheduled_for_ms, one per UTC day plus a DEFAULT, made by
+-- `audit ensure` / `audit retain` (partition_db.py). A partitioned table's primary key must hold the
+-- partition column, so it is the Kafka coordinates and scheduled_for_ms (their connectors' key too).
+-- An older ledger's plain tables are left as they are (IF NOT EXISTS); ensure reports them.
 CREATE TABLE IF NOT EXISTS {schema}.dispatches (
     kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
     kafka_timestamp timestamptz,
     occurrence_id text NOT NULL, schedule_id text NOT NULL, tenant text NOT NULL, schedule_version bigint,
-    scheduled_for_ms bigint, available_at_ms bigint, priority text, payload bytea, attempt integer,
+    scheduled_for_ms bigint NOT NULL, available_at_ms bigint, priority text, payload bytea, attempt integer,
     dst_rule text, catch_up boolean, lease_ms bigint,
-    PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset)
-);
+    PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset, scheduled_for_ms)
+) PARTITION BY RANGE (scheduled_for_ms);
 CREATE INDEX IF NOT EXISTS dispatches_tenant_time ON {schema}.dispatches (tenant, scheduled_for_ms);
 CREATE INDEX IF NOT EXISTS dispatches_occurrence ON {schema}.dispatches (occurrence_id);
 
+-- Not partitioned: scheduled_for_ms is null for a range event, and no other column is what the reconciler
+-- reads it by (docs/operations.md, Partitions and retention); it holds only what was not sent.
 CREATE TABLE IF NOT EXISTS {schema}.occurrence_events (
     kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
     kafka_timestamp timestamptz,
@@ -46,11 +52,11 @@ CREATE INDEX IF NOT EXISTS occurrence_events_tenant ON {schema}.occurrence_event
 CREATE TABLE IF NOT EXISTS {schema}.attempts (
     kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
     kafka_timestamp timestamptz,
-    occurrence_id text, schedule_id text, tenant text, schedule_version bigint, scheduled_for_ms bigint,
+    occurrence_id text, schedule_id text, tenant text, schedule_version bigint, scheduled_for_ms bigint NOT NULL,
     attempt integer, attempt_token text, kind text, retryable boolean, error_class text, error_message text,
     worker_id text, at_ms bigint, progress text,
-    PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset)
-);
+    PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset, scheduled_for_ms)
+) PARTITION BY RANGE (scheduled_for_ms);
 CREATE INDEX IF NOT EXISTS attempts_tenant_time ON {schema}.attempts (tenant, scheduled_for_ms);
 
 CREATE TABLE IF NOT EXISTS {schema}.dead_letters (
@@ -68,3 +74,29 @@ ALTER TABLE {schema}.schedule_versions ADD COLUMN IF NOT EXISTS lost_attempts te
 ALTER TABLE {schema}.schedule_versions ADD COLUMN IF NOT EXISTS pause_note text;
 ALTER TABLE {schema}.dispatches ADD COLUMN IF NOT EXISTS lease_ms bigint;
 ALTER TABLE {schema}.attempts ADD COLUMN IF NOT EXISTS progress text;
+
+-- The ledger's own metadata. ledger_settings: `payload` is full, hash or none (`audit ensure --payload`),
+-- read by the dispatches trigger below on every row, so changing it is an UPDATE, not a new function.
+-- ledger_retention: every daily range `audit retain` dropped; `scheduler reconcile` refuses a range
+-- overlapping one (the proof cannot be made over deleted history).
+CREATE TABLE IF NOT EXISTS {schema}.ledger_settings (name text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS {schema}.ledger_retention (
+    table_name text NOT NULL, range_start_ms bigint NOT NULL, range_end_ms bigint NOT NULL,
+    dropped_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (table_name, range_start_ms)
+);
+
+-- BEFORE INSERT only: the sink's upsert is INSERT ... ON CONFLICT DO UPDATE SET payload = EXCLUDED.payload,
+-- and EXCLUDED already passed this trigger, so a BEFORE UPDATE one would hash the hash of a redelivery.
+-- No settings row reads as hash, the default.
+CREATE OR REPLACE FUNCTION {schema}.dispatch_payload() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    CASE coalesce((SELECT value FROM {schema}.ledger_settings WHERE name = 'payload'), 'hash')
+        WHEN 'full' THEN NULL;
+        WHEN 'none' THEN NEW.payload := NULL;
+        ELSE NEW.payload := sha256(NEW.payload);
+    END CASE;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER dispatch_payload BEFORE INSERT ON {schema}.dispatches
+    FOR EACH ROW EXECUTE FUNCTION {schema}.dispatch_payload();

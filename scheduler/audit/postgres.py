@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from scheduler import config
+from scheduler.audit.tables import DATABASE_URL_ENV
 from scheduler.broker.ports import HOST, check_port_free, free_port
 
 SUPERUSER = "postgres"
@@ -56,6 +57,18 @@ def _remembered_port(data_dir: Path) -> int | None:
         return int((data_dir / _PORT_FILE).read_text())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def database_url() -> str:
+    """The ledger's database: AUDIT_DATABASE_URL, else the local server from `scheduler audit postgres start`."""
+    url = os.environ.get(DATABASE_URL_ENV)
+    if url:
+        return url
+    local = LocalPostgres(default_data_dir())
+    if not local.is_running():
+        raise PostgresError(f"{DATABASE_URL_ENV} is not set and no local PostgreSQL runs: "
+                            "start one with `scheduler audit postgres start`")
+    return local.url
 
 
 class LocalPostgres:

@@ -4,7 +4,8 @@ that every occurrence the schedule versions called for in [A, B) was accounted f
 
 Exit status (docs/cli.md): 0 nothing ABSENT or UNEXPECTED; 1 some (their ids are listed); nothing could be
 reconciled: 2 a bad argument (an instant without offset or --tz, from >= to), no database configured or one
-without the ledger tables; 3 a tenant or schedule the ledger does not know; 6 an unreachable database.
+without the ledger tables, a range overlapping history `scheduler audit retain` dropped; 3 a tenant or schedule
+the ledger does not know; 6 an unreachable database.
 With --follow: 0 when stopped by SIGTERM, 130 by Ctrl-C; 2, 3 and 6 as above when it cannot start.
 """
 from __future__ import annotations
@@ -23,6 +24,9 @@ import psycopg
 from dateutil import parser as dateparser
 
 from scheduler.audit.ledger import DEFAULT_BATCH
+from scheduler.audit.partition_db import dropped_overlapping
+from scheduler.audit.partitions import DayRange
+from scheduler.audit.tables import schema_name
 from scheduler.cli_support import (
     EXIT_BAD_INPUT,
     EXIT_FINDING,
@@ -137,6 +141,17 @@ def checked_reader(conn: psycopg.Connection, prefix: str, tenant: str, schedule:
     return reader
 
 
+def refuse_dropped(conn: psycopg.Connection, schema: str, from_ms: int, to_ms: int) -> None:
+    """A range overlapping history `audit retain` dropped cannot be proved: its dispatches and attempts are gone,
+    so every expected occurrence there would read ABSENT."""
+    dropped = dropped_overlapping(conn, schema, from_ms, to_ms)
+    if dropped:
+        ranges = "; ".join(f"{table} {DayRange(start, end).label()}" for table, start, end in dropped)
+        raise UsageError(f"[{from_ms}, {to_ms}) overlaps ledger history dropped by `scheduler audit retain` "
+                         f"({ranges}): the proof cannot be made over deleted rows; reconcile from "
+                         f"{max(end for _, _, end in dropped)} on")
+
+
 def _reconcile_range(args: argparse.Namespace, prefix: str) -> int:
     """One range, streamed: the verdict is written as PostgreSQL hands the answers back."""
     from scheduler.audit.stream_format import write_json, write_summary
@@ -149,6 +164,7 @@ def _reconcile_range(args: argparse.Namespace, prefix: str) -> int:
         raise UsageError(f"--from must be before --to ({args.from_} >= {args.to})")
     with _open(args, prefix) as conn:
         reader = checked_reader(conn, prefix, args.tenant, args.schedule)
+        refuse_dropped(conn, reader.schema, from_ms, to_ms)
         try:
             report = reconcile_streamed(reader, args.tenant, from_ms, to_ms, args.schedule, args.batch)
             scope = dict(tenant=args.tenant, schedule=args.schedule, from_ms=from_ms, to_ms=to_ms, schema=reader.schema)
@@ -181,6 +197,8 @@ def _follow(args: argparse.Namespace, prefix: str) -> int:
             if exc.code != EXIT_NOT_FOUND:
                 raise
             logging.getLogger("scheduler.reconcile.follow").warning("%s: following it anyway", exc)
+        if from_ms is not None:
+            refuse_dropped(conn, schema_name(prefix), from_ms, int(time.time() * 1000))
     metrics = ReconcileMetrics()
     if args.metrics_port:
         live, ready = metrics.probes(args.window, args.settle)

@@ -90,9 +90,9 @@ def kafka_findings(admin: facts.AdminClient, prefix: str, brokers: int, broker_i
 
 def ledger_findings(prefix: str) -> list[Finding]:
     """Connect and PostgreSQL, where configured (their variables, or the local services running)."""
-    from scheduler.audit.cli import connect_url, database_url
+    from scheduler.audit.cli import connect_url
     from scheduler.audit.connectors import ConnectorError, connector_name
-    from scheduler.audit.postgres import PostgresError
+    from scheduler.audit.postgres import PostgresError, database_url
     from scheduler.audit.tables import TABLES, schema_name
 
     findings = []

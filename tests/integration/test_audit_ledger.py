@@ -2,6 +2,7 @@
 PostgreSQL (tests/fixtures_audit.py). A real scheduler filling it: tests/integration/test_audit_acceptance.py."""
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_kill_9_of_the_connect_worker_mid_stream_loses_no_row_and_doubles_none(
         lambda rows: rows[0][0] >= total, 180)
     assert rows == [(total, total, total)]
     payload = audit_ledger.query("SELECT payload FROM {s}.dispatches WHERE occurrence_id = 'occ-00258'")
-    assert payload == [(bytes([258 % 256, 0]),)]
+    assert payload == [(hashlib.sha256(bytes([258 % 256, 0])).digest(),)]  # `audit ensure --payload` default: hash
 
 
 def _audit(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess[str]:
@@ -107,9 +108,15 @@ def test_audit_ensure_creates_once_then_reports_and_repairs_drift(
         first = _audit(env, "ensure")
         assert first.returncode == 0, first.stderr
         assert first.stdout.count("created  table") == 6 and first.stdout.count("created  connector") == 6
+        schema = schema_name(unique_prefix)
+        for table in ("dispatches", "attempts"):
+            assert f"created  partitions {schema}.{table}: 10 created, 0 ok" in first.stdout, first.stdout
+        assert "created  payload hash (dispatches.payload keeps the sha256 of each payload)" in first.stdout
         again = _audit(env, "ensure", "--check")
         assert again.returncode == 0, again.stdout + again.stderr
         assert again.stdout.count("ok       table") == 6 and again.stdout.count("ok       connector") == 6
+        assert f"ok       partitions {schema}.attempts: 0 created, 9 ok" in again.stdout
+        assert "ok       payload hash" in again.stdout
         name = f"{unique_prefix}.audit.attempts"
         rest.put_config(name, {**rest.config(name), "batch.size": "7"})
         checked = _audit(env, "ensure", "--check")

@@ -32,7 +32,20 @@ def test_one_sink_per_table_reading_committed_records_into_the_prefix_schema() -
     assert versions["topics"] == "Team-A.schedules"
     assert versions["primary.key.fields"] == "schedule_id,version"
     assert versions["transforms"] == "tombstones,coordinates"
-    assert configs["Team-A.audit.attempts"]["primary.key.fields"] == "kafka_topic,kafka_partition,kafka_offset"
+    partitioned = "kafka_topic,kafka_partition,kafka_offset,scheduled_for_ms"
+    assert configs["Team-A.audit.attempts"]["primary.key.fields"] == partitioned
+    assert configs["Team-A.audit.dispatches"]["primary.key.fields"] == partitioned
+    assert configs["Team-A.audit.occurrence_events"]["primary.key.fields"] == "kafka_topic,kafka_partition,kafka_offset"
+    for table in TABLES:
+        assert configs[f"Team-A.audit.{table.name}"]["primary.key.fields"] == ",".join(table.primary_key), table.name
+
+
+def test_an_unpartitioned_table_of_an_older_ledger_keeps_the_key_it_has() -> None:
+    """Its primary key is the Kafka coordinates alone: an upsert naming scheduled_for_ms too would find no
+    unique constraint to conflict on, and every batch would fail."""
+    configs = render("Team-A", DB, TOPOLOGY, unpartitioned=frozenset({"dispatches"}))
+    assert configs["Team-A.audit.dispatches"]["primary.key.fields"] == "kafka_topic,kafka_partition,kafka_offset"
+    assert configs["Team-A.audit.attempts"]["primary.key.fields"].endswith(",scheduled_for_ms")
 
 
 @pytest.mark.parametrize("tenant", ["acme", "a.b-c_1"])
@@ -76,7 +89,7 @@ def test_the_ddl_has_a_column_of_the_right_type_for_every_field_of_every_sunk_re
     ddl = (Path(tables.__file__).parent / "ledger.sql").read_text()
     spelled = {"timestamptz": "timestamp with time zone"}
     for table in TABLES:
-        created = re.search(rf"CREATE TABLE IF NOT EXISTS \{{schema\}}\.{table.name} \((.*?)\n\);", ddl, re.S)
+        created = re.search(rf"CREATE TABLE IF NOT EXISTS \{{schema\}}\.{table.name} \((.*?)\n\)( PARTITION BY RANGE \(scheduled_for_ms\))?;", ddl, re.S)
         assert created, table.name
         columns = dict(re.findall(r"(?:^|,)\s*([a-z_]+) (text|integer|bigint|boolean|bytea|timestamptz)\b",
                                   " ".join(created.group(1).split())))
