@@ -10,7 +10,8 @@ import argparse
 import time
 from collections.abc import Callable
 
-from scheduler.wire.codec import Codec, RegistryCodec
+from scheduler.wire.codec import Codec
+from scheduler.wire.registry_codec import RegistryCodec
 
 OCCURRENCE = {
     "occurrence_id": "0190f3a2-7c4e-7d2a-9b1e-3f5c2a8d4e61",

@@ -17,7 +17,7 @@ from scheduler.health.endpoint import DEFAULT_BIND, serve
 from scheduler.kafka.client_config import CLIENT_CONFIG_ENV, client_config_path, read_client_config
 from scheduler.kafka.clients import NotAuthorized, connection
 from scheduler.timing.cli_values import duration_type
-from scheduler.wire.codec import codec_from_settings
+from scheduler.wire.registry_codec import codec_from_settings
 from scheduler.worker.attempt import Handler
 from scheduler.worker.worker import DEFAULT_PRIORITIES, Worker, WorkerOptions
 

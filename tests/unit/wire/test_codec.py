@@ -11,7 +11,8 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.utils import generate_many
 
 from scheduler.config import Settings
-from scheduler.wire.codec import HEADER_SIZE, MAGIC, Codec, DecodeError, RegistryCodec, codec_from_settings
+from scheduler.wire.codec import HEADER_SIZE, MAGIC, Codec, DecodeError
+from scheduler.wire.registry_codec import RegistryCodec, codec_from_settings
 from scheduler.wire.schemas import schema_dir
 
 RECORD_NAMES = [
