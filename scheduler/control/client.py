@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scheduler.control.bulk import DEFAULT_WINDOW, CreateRequest, pipelined_creates
 from scheduler.control.client_views import ClientViews
-from scheduler.control.command_record import command_record, create_record
+from scheduler.control.command_record import command_record, create_record, create_schedule_id
 from scheduler.control.errors import (
     CommandTimeout,
     Conflict,
@@ -28,6 +28,7 @@ from scheduler.control.errors import (
     Unavailable,
     ValidationError,
     VersionConflict,
+    accepted,
     error_for,
 )
 from scheduler.control.specs import (
@@ -45,7 +46,7 @@ from scheduler.kafka.views import CompactedView, watermarks
 from scheduler.wire.codec import Codec
 from scheduler.wire.limits import PREVIEW_COUNT
 from scheduler.wire.partitioning import PRODUCER_PARTITIONER_CONF
-from scheduler.wire.topology import InvalidNameError, Topology, validate_name_part
+from scheduler.wire.topology import Topology
 
 Record = dict[str, Any]
 
@@ -216,23 +217,16 @@ class SchedulerClient(ClientViews):
 
     def _call(self, command_type: str, schedule_id: str, tenant: str, **kwargs: Any) -> Record:
         command_id = self.send(command_type, schedule_id, tenant, **kwargs)
-        return _accepted(self.wait([command_id])[command_id])
+        return accepted(self.wait([command_id])[command_id])
 
     def create(self, tenant: str, spec: Record, *, schedule_id: str | None = None,
                idempotency_key: str | None = None) -> Record:
         """Without a schedule id, one is derived from the idempotency key, so a retried create is a no-op."""
         schedule_id = self.create_id(tenant, schedule_id, idempotency_key)
         result = self.wait([self.send_create(tenant, schedule_id, spec, idempotency_key)])
-        return _accepted(next(iter(result.values())))
+        return accepted(next(iter(result.values())))
 
-    @staticmethod
-    def create_id(tenant: str, schedule_id: str | None, idempotency_key: str | None) -> str:
-        """The id a create uses: the one given, else derived from the idempotency key (else random)."""
-        _check_tenant(tenant)
-        if schedule_id is not None:
-            return schedule_id
-        key = idempotency_key or str(uuid.uuid4())
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))
+    create_id = staticmethod(create_schedule_id)
 
     def send_create(self, tenant: str, schedule_id: str, spec: Record, idempotency_key: str | None) -> str:
         """Produce one CREATE (RATE anchored, spec checked locally) without waiting; returns its command id."""
@@ -301,15 +295,3 @@ class SchedulerClient(ClientViews):
     def preview(self, spec: Record, count: int = PREVIEW_COUNT, after_ms: int | None = None) -> list[int]:
         return preview(spec, count, after_ms)
 
-
-def _accepted(result: Record) -> Record:
-    if result["status"] != "ACCEPTED":
-        raise error_for(result["reason"] or "UNKNOWN", result["message"] or "")
-    return result
-
-
-def _check_tenant(tenant: str) -> None:
-    try:
-        validate_name_part("tenant", tenant)
-    except InvalidNameError as exc:
-        raise ValidationError("MALFORMED_RECORD", f"tenant: {exc}") from exc

@@ -10,6 +10,7 @@ from typing import Any
 from scheduler.control.errors import ValidationError
 from scheduler.control.specs import validate_spec, with_anchor
 from scheduler.wire.limits import MAX_NOTE_LENGTH
+from scheduler.wire.topology import InvalidNameError, validate_name_part
 
 Record = dict[str, Any]
 
@@ -36,3 +37,16 @@ def command_record(command_type: str, schedule_id: str, tenant: str, *, spec: Ma
 def create_record(tenant: str, schedule_id: str, spec: Mapping[str, Any], idempotency_key: str | None) -> Record:
     return command_record("CREATE", schedule_id, tenant, spec=with_anchor(spec, int(time.time() * 1000)),
                           idempotency_key=idempotency_key)
+
+
+def create_schedule_id(tenant: str, schedule_id: str | None, idempotency_key: str | None) -> str:
+    """The id a create uses: the one given, else derived from the idempotency key (so a retried create is a
+    no-op), else random. Raises ValidationError for a tenant name the topics cannot carry."""
+    try:
+        validate_name_part("tenant", tenant)
+    except InvalidNameError as exc:
+        raise ValidationError("MALFORMED_RECORD", f"tenant: {exc}") from exc
+    if schedule_id is not None:
+        return schedule_id
+    key = idempotency_key or str(uuid.uuid4())
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{tenant}/{key}"))

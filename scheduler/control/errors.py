@@ -1,6 +1,8 @@
 """What the control plane raises: a command the scheduler rejected, or could not answer; `reason` is its code."""
 from __future__ import annotations
 
+from typing import Any
+
 
 class SchedulerError(Exception):
     """A command the scheduler rejected (or could not answer); `reason` is its reason code."""
@@ -57,3 +59,10 @@ ERRORS_BY_REASON: dict[str, type[SchedulerError]] = {
 def error_for(reason: str, message: str) -> SchedulerError:
     """The typed error of a rejection reason; unknown reasons stay a plain SchedulerError."""
     return ERRORS_BY_REASON.get(reason, SchedulerError)(reason, message)
+
+
+def accepted(result: dict[str, Any]) -> dict[str, Any]:
+    """A command's result when ACCEPTED; else its rejection raised as the reason's typed error."""
+    if result["status"] != "ACCEPTED":
+        raise error_for(result["reason"] or "UNKNOWN", result["message"] or "")
+    return result
