@@ -1,7 +1,7 @@
 """Standbys: warm copies of partitions owned elsewhere, handed to the active path on a takeover and taken back.
 
-Proves what scheduler/engine/standbys.py promises, with the tailing thread's steps (`_place`, `_reconcile`,
-`_apply`, `_report`) driven one at a time on the test's thread instead of by `start()`, against changelogs in
+Proves what scheduler/engine/standbys.py and standby_copies.py promise, with the tailing thread's steps
+(`place`, `tail_once`, `report`) driven one at a time on the test's thread instead of by `start()`, against changelogs in
 memory (changelog_fakes.py) and a scripted group description: copies follow the group's stable assignment and
 are kept of the other members' partitions only; a copy opens at its store's checkpoint and applies the records
 from there; `release` hands the open store over and the tailing stops reading it; `adopt` lets it reopen from
@@ -57,14 +57,14 @@ class GroupAdmin:
         self.owners, self.state, self.answer = owners, state, answer
         self.calls = 0
 
-    def describe_consumer_groups(self, groups: list[str], request_timeout: float) -> dict[str, Future[Description]]:
+    def describe_consumer_groups(self, group_ids: list[str], **kwargs: Any) -> dict[str, Future[Any]]:
         self.calls += 1
-        future: Future[Description] = Future()
+        future: Future[Any] = Future()
         if self.answer:
             future.set_result(Description(self.state, [
                 Member(m, Assignment([TopicPartition(t, p) for p in sorted(ps) for t in (COMMANDS, TOPICS.attempts)]))
                 for m, ps in self.owners.items()]))
-        return {group: future for group in groups}
+        return {group: future for group in group_ids}
 
 
 @dataclass
@@ -77,15 +77,11 @@ class Rig:
     released: list[PartitionStore] = field(default_factory=list)
 
     def place(self, owners: dict[str, set[int]], **admin: Any) -> bool:
-        return self.standbys._place(GroupAdmin(owners, **admin))  # type: ignore[arg-type]
+        return self.standbys.place(GroupAdmin(owners, **admin))
 
     def tail(self) -> None:
         """One round of the tailing thread: reconcile, fetch, apply."""
-        with self.standbys._lock:
-            self.standbys._reconcile(self.consumer)  # type: ignore[arg-type]
-        messages = self.consumer.consume(standbys_module.BATCH, timeout=0)
-        with self.standbys._lock:
-            self.standbys._apply(messages)
+        self.standbys.tail_once(self.consumer, 0)
 
     def release(self, partition: int) -> PartitionStore:
         store = self.standbys.release([partition])[partition]
@@ -113,14 +109,14 @@ def checkpointed(path: Path, admissions: int) -> None:
 
 def test_copies_are_kept_of_the_other_members_partitions_in_a_stable_group(rig: Rig) -> None:
     assert rig.place({"m-a": {0, 1}, "m-b": {2, 3}})
-    assert rig.standbys._target == {2, 3}
+    assert rig.standbys.copies.target == {2, 3}
 
 
 def test_a_group_mid_rebalance_or_without_this_member_keeps_the_last_placement(rig: Rig) -> None:
     rig.place({"m-a": {0, 1}, "m-b": {2, 3}})
     assert rig.place({"m-a": {0}, "m-b": {1, 2, 3}}, state=ConsumerGroupState.PREPARING_REBALANCING)
     assert rig.place({"m-b": {0, 1}, "m-c": {2, 3}})
-    assert rig.standbys._target == {2, 3}
+    assert rig.standbys.copies.target == {2, 3}
 
 
 def test_an_unanswered_description_keeps_the_placement_and_asks_for_a_new_admin_client(
@@ -128,15 +124,15 @@ def test_an_unanswered_description_keeps_the_placement_and_asks_for_a_new_admin_
     monkeypatch.setattr(standbys_module, "DESCRIBE_TIMEOUT_S", 0.01)  # the bounded wait on the future
     rig.place({"m-a": {0, 1}, "m-b": {2, 3}})
     assert rig.place({"m-a": {0}, "m-b": {1, 2, 3}}, answer=False) is False
-    assert rig.standbys._target == {2, 3}
+    assert rig.standbys.copies.target == {2, 3}
 
 
 def test_a_member_owning_every_partition_keeps_no_copies_and_asks_nothing(rig: Rig) -> None:
     rig.place({"m-a": {0, 1}, "m-b": {2, 3}})
     rig.standbys.release([0, 1, 2, 3])
     admin = GroupAdmin({"m-a": {0, 1}, "m-b": {2, 3}})
-    assert rig.standbys._place(admin)  # type: ignore[arg-type]
-    assert rig.standbys._target == set() and admin.calls == 0
+    assert rig.standbys.place(admin)
+    assert rig.standbys.copies.target == set() and admin.calls == 0
 
 
 def test_a_copy_opens_at_its_checkpoint_and_applies_the_changelogs_from_there(rig: Rig) -> None:
@@ -145,10 +141,10 @@ def test_a_copy_opens_at_its_checkpoint_and_applies_the_changelogs_from_there(ri
         rig.logs[(ADMISSIONS, 2)].append(b"a%d" % n, b"new")
     rig.logs[(SCHEDULES, 2)].append(b"s1", b"state", [(WAKE_HEADER, b"wake-s1")], marker=True)
     rig.place({"m-a": {0, 1}, "m-b": {2, 3}})
-    rig.standbys._target = {2}  # one copy is enough to follow
+    rig.standbys.copies.place({2})  # one copy is enough to follow
     rig.tail()
     assert sorted(rig.consumer.assigns[0]) == sorted((t, 2, 1 if t == ADMISSIONS else 0) for t in CHANGELOGS.values())
-    assert rig.standbys._warm[2].caught_up
+    assert rig.standbys.copies.caught_up(2)
     store = rig.release(2)
     assert store.get("admissions", b"a0") is None and store.get("admissions", b"a2") == b"new"
     assert store.get("schedules", b"s1") == b"state" and store.get("timeline", b"wake-s1") == b""
@@ -158,13 +154,13 @@ def test_a_copy_opens_at_its_checkpoint_and_applies_the_changelogs_from_there(ri
 
 def test_a_released_copy_is_no_longer_read_and_an_adopted_one_resumes_from_the_active_checkpoint(rig: Rig) -> None:
     rig.logs[(ADMISSIONS, 3)].append(b"a0", b"v0")
-    rig.standbys._target = {3}
+    rig.standbys.copies.place({3})
     rig.tail()
     store = rig.release(3)
     rig.logs[(ADMISSIONS, 3)].append(b"a1", b"v1")
     rig.tail()
     assert rig.consumer.unassigns == [[(t, 3) for t in CHANGELOGS.values()]]
-    assert 3 not in rig.standbys._warm and store.get("admissions", b"a1") is None
+    assert 3 not in rig.standbys.copies.kept and store.get("admissions", b"a1") is None
     store.write({"admissions": {b"a1": b"active"}}, {"admissions": 2})  # the active path's own turn
     rig.released.remove(store)
     store.close()
@@ -177,25 +173,24 @@ def test_a_released_copy_is_no_longer_read_and_an_adopted_one_resumes_from_the_a
 
 
 def test_a_copy_no_longer_placed_here_is_closed_and_unassigned(rig: Rig) -> None:
-    rig.standbys._target = {1}
+    rig.standbys.copies.place({1})
     rig.tail()
-    rig.standbys._target = set()
+    rig.standbys.copies.place(set())
     rig.tail()
-    assert rig.standbys._warm == {} and rig.consumer.unassigns == [[(t, 1) for t in CHANGELOGS.values()]]
+    assert rig.standbys.copies.kept == set() and rig.consumer.unassigns == [[(t, 1) for t in CHANGELOGS.values()]]
     PartitionStore(rig.tmp / "p1").close()  # its RocksDB handle was closed
 
 
 def test_records_before_the_next_offset_or_of_no_copy_are_skipped_and_a_fetch_error_stops_the_tailing(
         rig: Rig) -> None:
     checkpointed(rig.tmp / "p0", admissions=5)
-    rig.standbys._target = {0}
+    rig.standbys.copies.place({0})
     rig.tail()
-    with rig.standbys._lock:
-        rig.standbys._apply([Message(topic=ADMISSIONS, partition=0, offset=4, key=b"stale", value=b"x", error=None),
-                             Message(topic=ADMISSIONS, partition=1, offset=9, key=b"other", value=b"x", error=None)])
-        with pytest.raises(KafkaException):
-            rig.standbys._apply([Message(topic=ADMISSIONS, partition=0, offset=5,
-                                         error=KafkaError(KafkaError._TRANSPORT))])
+    copies = rig.standbys.copies
+    copies.apply([Message(topic=ADMISSIONS, partition=0, offset=4, key=b"stale", value=b"x", error=None),
+                  Message(topic=ADMISSIONS, partition=1, offset=9, key=b"other", value=b"x", error=None)])
+    with pytest.raises(KafkaException):
+        copies.apply([Message(topic=ADMISSIONS, partition=0, offset=5, error=KafkaError(KafkaError._TRANSPORT))])
     store = rig.release(0)
     assert store.get("admissions", b"stale") is None and store.changelog_offset("admissions") == 5
 
@@ -204,22 +199,20 @@ def test_the_report_gives_each_copys_lag_and_checkpoints_positions_past_markers(
     log = rig.logs[(ADMISSIONS, 2)]
     log.append(b"a0", b"v")
     log.open_at = log.append(b"open", b"v")  # read up to 1; the log ends at 2
-    rig.standbys._target = {2}
+    rig.standbys.copies.place({2})
     rig.tail()
-    with rig.standbys._lock:
-        assert rig.standbys._report(rig.consumer) == 1  # type: ignore[arg-type]
+    assert rig.standbys.report(rig.consumer) == 1
     assert rig.registry.get_sample_value("scheduler_standby_lag_records", {"partition": "2"}) == 1
     log.open_at, log.high = None, 4  # aborted: the record and its marker are skipped, no record handed out
     rig.consumer.positions[(ADMISSIONS, 2)] = 4
-    with rig.standbys._lock:
-        assert rig.standbys._report(rig.consumer) == 0  # type: ignore[arg-type]
+    assert rig.standbys.report(rig.consumer) == 0
     assert rig.release(2).changelog_offset("admissions") == 4
     assert rig.registry.get_sample_value("scheduler_standby_lag_records", {"partition": "2"}) is None
 
 
 def test_a_copy_released_and_adopted_back_between_two_rounds_is_pointed_at_the_new_checkpoint(rig: Rig) -> None:
     rig.logs[(ADMISSIONS, 3)].append(b"a0", b"v0")
-    rig.standbys._target = {3}
+    rig.standbys.copies.place({3})
     rig.tail()
     store = rig.release(3)
     store.write({}, {"admissions": 7})  # the active path went on to offset 7, then lost the partition again
