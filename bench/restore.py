@@ -3,7 +3,7 @@
 Writes `--schedules` idle ScheduleState records (one-shots 60 days out) straight into the schedules changelog of
 a fresh prefix (bench/idle_states.py: spread over the partitions as the engine would, with the `wake` header), and copies them without it into a second prefix (as records written
 before the header: restore decodes each one; `--header-only` skips it). Then restores every partition of each
-into an empty store with scheduler.engine.restore.RestoreReader, all partitions at once over one consumer in
+into an empty store with scheduler.engine.restore_reader.RestoreReader, all partitions at once over one consumer in
 200 ms slices as the engine does after a takeover, and reports seconds per million schedules. Not included: the
 group's assignment, the stage producers, the process start (see bench/scale.py for the engine end to end).
 Writes bench/results/restore-<N>.md.
@@ -28,7 +28,7 @@ import scheduler  # noqa: E402
 from idle_states import write_idle_states  # noqa: E402
 from scheduler.engine.config import task_topics  # noqa: E402
 from scheduler.engine.partition_store import PartitionStore  # noqa: E402
-from scheduler.engine.restore import RestoreReader  # noqa: E402
+from scheduler.engine.restore_reader import RestoreReader  # noqa: E402
 from scheduler.kafka.admin import ensure_topics  # noqa: E402
 from scheduler.wire.codec import Codec  # noqa: E402
 from scheduler.wire.topology import Topology  # noqa: E402

@@ -6,7 +6,7 @@ partitions added or taken. Partition p of the four co-partitioned inputs is one 
 only once all four are assigned, and stops being one as soon as any of them is revoked.
 
 A newly assigned partition is paused at once and the callback returns; the main loop then opens the stores of
-all the partitions added and begins their restores together (one reader, scheduler/engine/restore.py), a
+all the partitions added and begins their restores together (one reader, scheduler/engine/restore_reader.py), a
 time-boxed slice per turn (`EngineConfig.restore_slice_ms`), while the partitions already owned keep
 dispatching. Beside the replay, on threads: their stage producers are opened (fencing a dead owner's open
 stage, scheduler/engine/stage_runner.py) and a dead previous owner's open turn is aborted
@@ -31,7 +31,7 @@ from scheduler.engine.active_tasks import ActiveTasks
 from scheduler.engine.metrics import EngineMetrics
 from scheduler.engine.partition_restore import PartitionRestore
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import RestoreReader
+from scheduler.engine.restore_reader import RestoreReader
 from scheduler.engine.stage_runner import StageRunner
 from scheduler.engine.task import SchedulerTask
 

@@ -47,6 +47,6 @@ def produce_outputs(producer: TransactionalProducer, tasks: Iterable[SchedulerTa
 
 
 def _wake_header(wakes: dict[bytes, bytes], key: bytes) -> list[tuple[str, str | bytes | None]] | None:
-    """A schedule record names its wake-up, so restore needs not decode it (scheduler/engine/restore.py)."""
+    """A schedule record names its wake-up, so restore needs not decode it (scheduler/engine/restore_reader.py)."""
     wake = wakes.get(key)
     return None if wake is None else [(WAKE_HEADER, wake)]

@@ -47,7 +47,7 @@ class RestoreStalled(TimeoutError):
 
 class PartitionRestore:
     """The catch-up of one partition's stores from their checkpoints to the `bounds`' ends, advanced with the
-    records a shared reader hands it (scheduler/engine/restore.py); the reader's `drop` at any point leaves the
+    records a shared reader hands it (scheduler/engine/restore_reader.py); the reader's `drop` at any point leaves the
     store consistent with its checkpoints (the caller closes the store)."""
 
     def __init__(self, store: PartitionStore, changelogs: dict[str, str], partition: int, codec: RecordCodec,

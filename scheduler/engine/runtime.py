@@ -30,7 +30,7 @@ from scheduler.engine.outputs import produce_outputs
 from scheduler.engine.partition_store import PartitionStore
 from scheduler.engine.previous_owner import PreviousOwners, owner_tag
 from scheduler.engine.process_tenants import ProcessTenants
-from scheduler.engine.restore import RestoreReader
+from scheduler.engine.restore_reader import RestoreReader
 from scheduler.engine.stage_runner import StageRunner
 from scheduler.engine.standbys import Standbys
 from scheduler.engine.task import SchedulerTask

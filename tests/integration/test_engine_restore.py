@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from engine_harness import CODEC, TOPOLOGY, ensure_layout
 
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import RestoreReader, RestoreStalled, restore_partition
+from scheduler.engine.restore_reader import RestoreReader, RestoreStalled, restore_partition
 
 PARTITION = 3
 
@@ -88,7 +88,7 @@ def test_partitions_restored_together_one_dropped_midway_goes_on_from_its_checkp
     exactly what its store holds, and a later restore from that checkpoint reads only the rest."""
     ensure_layout(kafka_bootstrap, unique_prefix)
     topic = TOPOLOGY.topic_name("occurrence-status-changelog", unique_prefix)
-    count = 60_000  # per partition: more than one fetch of the reader's holds (restore.BATCH over both)
+    count = 60_000  # per partition: more than one fetch of the reader's holds (restore_reader.BATCH over both)
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 20})
     for partition in (1, 2):
         for n in range(count):

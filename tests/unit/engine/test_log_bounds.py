@@ -6,7 +6,7 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 
-from scheduler.engine.restore import log_bounds
+from scheduler.engine.restore_reader import log_bounds
 
 
 class Offsets:

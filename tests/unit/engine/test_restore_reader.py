@@ -1,6 +1,6 @@
 """RestoreReader: the restores of newly assigned partitions, over one read_committed consumer, a slice at a time.
 
-Proves what scheduler/engine/restore.py promises, against changelogs in memory (changelog_fakes.py) instead of
+Proves what scheduler/engine/restore_reader.py promises, against changelogs in memory (changelog_fakes.py) instead of
 a broker: the log bounds of all partitions come from one request per bound; each restore starts at its store's
 checkpoint (never before the log's first offset) and reads to the high watermark, past the final commit
 marker, not to the end read_committed shows while a transaction is open; a partition done is checkpointed,
@@ -19,9 +19,9 @@ import pytest
 from changelog_fakes import ChangelogConsumer, Changelogs, OffsetsAdmin
 from task_builder import CODEC, TOPICS
 
-from scheduler.engine import restore
+from scheduler.engine import restore_reader
 from scheduler.engine.partition_store import PartitionStore
-from scheduler.engine.restore import RestoreReader, restore_partition
+from scheduler.engine.restore_reader import RestoreReader, restore_partition
 from scheduler.engine.timeline_keys import WAKE_HEADER
 
 CHANGELOGS = dict(TOPICS.changelogs)
@@ -55,8 +55,8 @@ def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluster
         fake.consumer_confs.append(conf)
         return fake.consumer
 
-    monkeypatch.setattr(restore, "Consumer", consumer)
-    monkeypatch.setattr(restore, "AdminClient", lambda conf: fake.admin)
+    monkeypatch.setattr(restore_reader, "Consumer", consumer)
+    monkeypatch.setattr(restore_reader, "AdminClient", lambda conf: fake.admin)
     yield fake
     for store in fake.stores:
         store.close()
