@@ -116,13 +116,14 @@ class Standbys:
                     progressed_at = time.monotonic()
                 if time.monotonic() - reported_at >= REPORT_EVERY_S:
                     reported_at = time.monotonic()
-                    behind = self.report(consumer)
-                    if behind > 4 * len(self.copies.kept) and time.monotonic() - progressed_at > STUCK_S:
-                        log.warning("standby copies %d records behind and nothing applied for %.0f s: "
-                                    "resuming from their checkpoints", behind, STUCK_S)
-                        with self._lock:
+                    # Under the lock: the active path's release changes the copies from the main thread.
+                    with self._lock:
+                        behind = self.copies.report(consumer)
+                        if behind > 4 * len(self.copies.kept) and time.monotonic() - progressed_at > STUCK_S:
+                            log.warning("standby copies %d records behind and nothing applied for %.0f s: "
+                                        "resuming from their checkpoints", behind, STUCK_S)
                             self.copies.resume_from_checkpoints()
-                        progressed_at = time.monotonic()
+                            progressed_at = time.monotonic()
         except Exception:  # the active path never depends on a standby: log, stop keeping copies
             log.exception("standby tailing stopped; takeovers restore from the last standby checkpoints")
         finally:
