@@ -9,7 +9,7 @@ import sys
 import pytest
 from engine_harness import REPO, ensure_layout
 
-from scheduler.broker.local import free_port
+from helpers.closed_ports import closed_address
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +55,6 @@ def test_topics_below_the_replication_factor_fail(kafka_bootstrap, unique_prefix
 
 
 def test_an_unreachable_broker_exits_6():
-    code, lines = doctor(f"127.0.0.1:{free_port()}", "any", "--timeout", "3s")
+    code, lines = doctor(closed_address(), "any", "--timeout", "3s")
     assert code == 6
     assert lines[0].startswith("FAIL broker:")

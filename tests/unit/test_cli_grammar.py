@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from scheduler.broker.ports import free_port
+from helpers.closed_ports import closed_address, closed_port
 from scheduler.cli import build_parser, main
 from scheduler.control import topology_cli
 from scheduler.kafka.clients import NotAuthorized
 from scheduler.worker import cli as worker_cli
 
-NO_BROKER = f"127.0.0.1:{free_port()}"
+NO_BROKER = closed_address()
 
 
 @pytest.fixture(autouse=True)
@@ -140,15 +140,15 @@ def test_topics_ensure_exits_6_when_the_broker_is_unreachable(capsys):
 
 def test_reconcile_exits_6_when_the_database_is_unreachable_and_2_without_one(capsys, monkeypatch):
     window = ["reconcile", "--tenant", "t", "--from", "2026-05-04T00:00:00Z", "--to", "1777939200000"]
-    assert main([*window, "--database-url", f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"]) == 6
+    assert main([*window, "--database-url", f"postgresql://postgres@127.0.0.1:{closed_port()}/postgres"]) == 6
     assert capsys.readouterr().err.startswith("error: cannot reach the audit database")
     assert main(window) == 2
     assert "no audit database" in capsys.readouterr().err
 
 
 def test_audit_ensure_exits_6_when_the_database_is_unreachable(capsys, monkeypatch):
-    monkeypatch.setenv("AUDIT_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{free_port()}/postgres")
-    monkeypatch.setenv("KAFKA_CONNECT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AUDIT_DATABASE_URL", f"postgresql://postgres@127.0.0.1:{closed_port()}/postgres")
+    monkeypatch.setenv("KAFKA_CONNECT_URL", f"http://127.0.0.1:{closed_port()}")
     assert main(["audit", "ensure", "--wait", "0"]) == 6
     assert capsys.readouterr().err.startswith("scheduler audit ensure: ")
 

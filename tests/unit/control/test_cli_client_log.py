@@ -1,6 +1,6 @@
 """A control command against an unreachable broker says so in one line, with its usual exit code;
 librdkafka's own log (a line per failed connection attempt, hundreds while the command waits) only
-with --verbose. No broker: the port is a free one, so nothing listens there."""
+with --verbose. No broker: the port is held bound and never listened on, so connections are refused."""
 from __future__ import annotations
 
 import argparse
@@ -9,13 +9,13 @@ import sys
 
 from confluent_kafka import KafkaError, KafkaException
 
-from scheduler.broker.ports import free_port
+from helpers.closed_ports import closed_address
 from scheduler.control.cli_common import EXIT_ERROR, EXIT_UNAVAILABLE, guarded
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "scheduler", "schedules", "list", "--tenant", "t",
-               "--bootstrap", f"127.0.0.1:{free_port()}", "--timeout", "3", *args]
+               "--bootstrap", closed_address(), "--timeout", "3", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=120)
 
 

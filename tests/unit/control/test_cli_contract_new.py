@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from scheduler.broker.ports import free_port
+from helpers.closed_ports import closed_address
 from scheduler.cli import build_parser, main
 from scheduler.control.apply_cli import plan_json
 from scheduler.control.apply_plan import ApplyPlan, Change
 from scheduler.control.cli_common import emit
 
-NO_BROKER = f"127.0.0.1:{free_port()}"
+NO_BROKER = closed_address()
 OFFLINE = ("--bootstrap", NO_BROKER, "--timeout", "1s")
 
 
