@@ -13,14 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from prometheus_client import (
-    CollectorRegistry,
-    Gauge,
-    Histogram,
-)
-from prometheus_client import (
-    Counter as PromCounter,
-)
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+from prometheus_client import Counter as PromCounter
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
@@ -145,6 +139,9 @@ class EngineMetrics:
         self.standby_partitions = Gauge(
             "scheduler_standby_partitions", "Partitions this process keeps warm copies of (scheduler run --standbys)",
             registry=r)
+        self.standby_copy = Gauge("scheduler_standby_copy",
+                                  "1 for each partition this process keeps a warm copy of; gone once it is dropped",
+                                  ["partition"], registry=r)
         self.standby_lag_records = Gauge(
             "scheduler_standby_lag_records",
             "Changelog offsets a standby copy is behind the ends of its partition's changelogs (summed over the "
@@ -152,7 +149,8 @@ class EngineMetrics:
             ["partition"], registry=r)
         self.standby_records = PromCounter("scheduler_standby_records",
                                            "Changelog records applied to standby copies", registry=r)
-        self._standbys: set[int] = set()  # partitions with a lag series
+        self._standbys: set[int] = set()  # partitions with a copy open
+        self._lagged: set[int] = set()  # partitions with a lag series
         self._turn = _Turn()
         self.heartbeat = Heartbeat()  # the main loop's, for /healthz
 
@@ -267,15 +265,20 @@ class EngineMetrics:
 
     # -- standby copies ------------------------------------------------------------------
 
-    def standby_lag(self, partition: int, behind: int) -> None:
-        self.standby_lag_records.labels(str(partition)).set(behind)
+    def standby_opened(self, partition: int) -> None:
+        self.standby_copy.labels(str(partition)).set(1)
         self._standbys.add(partition)
         self.standby_partitions.set(len(self._standbys))
 
+    def standby_lag(self, partition: int, behind: int) -> None:
+        self.standby_lag_records.labels(str(partition)).set(behind)
+        self._lagged.add(partition)
+
     def standby_dropped(self, partition: int) -> None:
-        if partition in self._standbys:
-            self._standbys.discard(partition)
-            self.standby_lag_records.remove(str(partition))
+        for gauge, labelled in ((self.standby_copy, self._standbys), (self.standby_lag_records, self._lagged)):
+            if partition in labelled:
+                labelled.discard(partition)
+                gauge.remove(str(partition))
         self.standby_partitions.set(len(self._standbys))
 
     def standby_applied(self, records: int) -> None:

@@ -132,6 +132,7 @@ class StandbyCopies:
         self._warm[partition] = _Warm(
             store,
             {name: store.changelog_offset(name) for name in self.changelogs})
+        self.metrics.standby_opened(partition)
 
     def _close(self, partition: int) -> None:
         """The consumer is unassigned by the next reconcile; until then its records for the partition are

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 import time
-import urllib.request
 from datetime import datetime, timezone
 
 from confluent_kafka import TopicPartition
@@ -18,6 +17,7 @@ from engine_harness import (
     occurrence_topics,
     read_until_all,
     rfc3339,
+    scrape,
     wait_for_split,
 )
 
@@ -30,14 +30,7 @@ IDLE = 4_000
 STEADY_PER_S = 40
 STEADY_S = 15
 RESTORED = re.compile(r"restored (\S+)\[(\d+)\]: (\d+) records, offsets (\d+)\.\.(\d+)")
-PLACED = re.compile(r"standby partitions \[([\d, ]*)\]")
 PLACEMENT_S = 20  # the placement runs every 2 s; an idle process once kept none for 10 minutes
-
-
-def scrape(port: int) -> dict[str, float]:
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines() if line and not line.startswith("#")}
 
 
 def wait_warm(port: int, partitions: set[int], process: SchedulerProcess, timeout: float = 90) -> None:
@@ -45,8 +38,8 @@ def wait_warm(port: int, partitions: set[int], process: SchedulerProcess, timeou
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         metrics = scrape(port)
-        lags = [metrics.get(f'scheduler_standby_lag_records{{partition="{p}"}}') for p in partitions]
-        if None not in lags and max(lags) <= 20 and metrics.get("scheduler_standby_records_total", 0) >= IDLE / 3:
+        lags = [metrics.get(("scheduler_standby_lag_records", (("partition", str(p)),))) for p in partitions]
+        if None not in lags and max(lags) <= 20 and metrics.get(("scheduler_standby_records_total", ()), 0) >= IDLE / 3:
             return
         time.sleep(0.5)
     raise AssertionError(f"standbys never caught up: {scrape(port)}\n{process.log_tail(20)}")
@@ -57,8 +50,14 @@ def create(client: SchedulerClient, schedule_id: str, due_ms: int) -> str:
 
 
 def placed(process: SchedulerProcess) -> set[int]:
-    found = PLACED.findall(process.log_path.read_text(errors="replace"))
-    return {int(n) for n in found[-1].split(",") if n.strip()} if found else set()
+    """The partitions `process` keeps warm copies of now, per its `scheduler_standby_copy` gauge; none while
+    its endpoint is not up yet."""
+    try:
+        samples = scrape(process.metrics_port)
+    except OSError:
+        return set()
+    return {int(dict(labels)["partition"]) for (name, labels), value in samples.items()
+            if name == "scheduler_standby_copy" and value == 1}
 
 
 def test_idle_processes_keep_copies_of_each_others_partitions(kafka_bootstrap, unique_prefix, tmp_path):

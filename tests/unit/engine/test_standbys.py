@@ -172,12 +172,21 @@ def test_a_released_copy_is_no_longer_read_and_an_adopted_one_resumes_from_the_a
     assert again.get("admissions", b"a1") == b"active" and again.get("admissions", b"a2") == b"v2"
 
 
+def copies_metric(rig: Rig) -> dict[str, float | None]:
+    return {p: rig.registry.get_sample_value("scheduler_standby_copy", {"partition": p}) for p in "0123"} | {
+        "count": rig.registry.get_sample_value("scheduler_standby_partitions")}
+
+
 def test_a_copy_no_longer_placed_here_is_closed_and_unassigned(rig: Rig) -> None:
-    rig.standbys.copies.place({1})
+    rig.standbys.copies.place({1, 2})
     rig.tail()
-    rig.standbys.copies.place(set())
+    assert copies_metric(rig) == {"0": None, "1": 1, "2": 1, "3": None, "count": 2}
+    rig.standbys.copies.place({2})
     rig.tail()
-    assert rig.standbys.copies.kept == set() and rig.consumer.unassigns == [[(t, 1) for t in CHANGELOGS.values()]]
+    assert rig.standbys.copies.kept == {2} and rig.consumer.unassigns == [[(t, 1) for t in CHANGELOGS.values()]]
+    assert copies_metric(rig) == {"0": None, "1": None, "2": 1, "3": None, "count": 1}
+    rig.release(2)
+    assert copies_metric(rig) == {"0": None, "1": None, "2": None, "3": None, "count": 0}
     PartitionStore(rig.tmp / "p1").close()  # its RocksDB handle was closed
 
 
