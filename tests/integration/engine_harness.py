@@ -90,12 +90,20 @@ class SchedulerProcess:
     def owned_partitions(self) -> set[int]:
         """The partitions this process owns now (restoring ones included), per its `scheduler_partition_owned`
         gauge; none while its endpoint is not up yet."""
+        return self.partitions_marked("scheduler_partition_owned")
+
+    def standby_partitions(self) -> set[int]:
+        """The partitions this process keeps warm copies of now, per its `scheduler_standby_copy` gauge."""
+        return self.partitions_marked("scheduler_standby_copy")
+
+    def partitions_marked(self, gauge: str) -> set[int]:
+        """The `partition` labels whose series of `gauge` is 1; none while the endpoint is not up yet."""
         try:
             samples = scrape(self.metrics_port)
         except OSError:
             return set()
         return {int(dict(labels)["partition"]) for (name, labels), value in samples.items()
-                if name == "scheduler_partition_owned" and value == 1}
+                if name == gauge and value == 1}
 
     def revoked_count(self) -> int:
         """How many partitions were revoked from this process so far (`scheduler_partition_ownership_changes`)."""

@@ -49,17 +49,6 @@ def create(client: SchedulerClient, schedule_id: str, due_ms: int) -> str:
     return client.send("CREATE", schedule_id, TENANT, spec=make_spec("once", rfc3339(due_ms)))
 
 
-def placed(process: SchedulerProcess) -> set[int]:
-    """The partitions `process` keeps warm copies of now, per its `scheduler_standby_copy` gauge; none while
-    its endpoint is not up yet."""
-    try:
-        samples = scrape(process.metrics_port)
-    except OSError:
-        return set()
-    return {int(dict(labels)["partition"]) for (name, labels), value in samples.items()
-            if name == "scheduler_standby_copy" and value == 1}
-
-
 def test_idle_processes_keep_copies_of_each_others_partitions(kafka_bootstrap, unique_prefix, tmp_path):
     """Nothing due, so each main loop polls back to back: the placement must not depend on a gap between polls
     (confluent-kafka 2.16 gates a Consumer to one thread, and the placement once waited for the main loop's)."""
@@ -70,10 +59,10 @@ def test_idle_processes_keep_copies_of_each_others_partitions(kafka_bootstrap, u
         wait_for_split([a, b], TOPOLOGY.schedule_partitions)
         deadline = time.monotonic() + PLACEMENT_S
         while time.monotonic() < deadline:
-            if placed(a) == b.owned_partitions() and placed(b) == a.owned_partitions():
+            if a.standby_partitions() == b.owned_partitions() and b.standby_partitions() == a.owned_partitions():
                 break
             time.sleep(0.5)
-        assert placed(a) == b.owned_partitions() and placed(b) == a.owned_partitions(), (
+        assert a.standby_partitions() == b.owned_partitions() and b.standby_partitions() == a.owned_partitions(), (
             f"copies not placed within {PLACEMENT_S} s of the split:\n{a.log_tail(15)}\n{b.log_tail(15)}")
     finally:
         for process in (a, b):
