@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from scheduler.api.models import Error
-from scheduler.control.client import (
+from scheduler.control.errors import (
     CommandTimeout,
     Conflict,
     NotFound,

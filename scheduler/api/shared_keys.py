@@ -19,6 +19,7 @@ from scheduler.control.client import NotFound, Unavailable
 from scheduler.control.tenants import validate_tenant_name
 from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.kafka.views import ApiKeyView
+from scheduler.kafka.views.writer import ViewWriter
 from scheduler.wire.codec import Codec
 from scheduler.wire.records import ApiKey
 from scheduler.wire.topology import Topology
@@ -26,7 +27,7 @@ from scheduler.wire.topology import Topology
 Record = dict[str, Any]
 
 
-class SharedKeyStore:
+class SharedKeyStore(ViewWriter[ApiKeyView]):
     def __init__(self, bootstrap: str, prefix: str, timeout_s: float = 30.0,
                  client_config: Mapping[str, str] | None = None) -> None:
         self.codec = Codec.default()
@@ -34,21 +35,6 @@ class SharedKeyStore:
         self.timeout_s = timeout_s
         self.view = ApiKeyView(bootstrap, prefix, self.codec, client_config)
         self.producer = Producer(client_settings(connection(bootstrap, client_config), DURABLE_PRODUCER))
-
-    def close(self) -> None:
-        """Also drops the producer: its librdkafka threads would otherwise outlive the broker, logging every
-        failed reconnection (after a test session's summary, for one) until the object is collected."""
-        if not hasattr(self, "producer"):
-            return
-        self.producer.flush(10)
-        del self.producer
-        self.view.close()
-
-    def __enter__(self) -> SharedKeyStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def verify(self, presented: str) -> Principal | None:
         return check_key(presented, self.view.get)

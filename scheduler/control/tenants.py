@@ -22,6 +22,7 @@ from scheduler.kafka.admin import TopicEnsureError, ensure_tenant_topics
 from scheduler.kafka.clients import DURABLE_PRODUCER, client_settings, connection, delivered_or_why
 from scheduler.kafka.replication import ReplicationError
 from scheduler.kafka.views import ScheduleView, TenantView
+from scheduler.kafka.views.writer import ViewWriter
 from scheduler.wire import vocabulary
 from scheduler.wire.codec import Codec
 from scheduler.wire.records import Tenant
@@ -69,7 +70,7 @@ def validate_quotas(quotas: dict[str, Any]) -> dict[str, int | float]:
 
 
 @dataclass
-class TenantRegistry:
+class TenantRegistry(ViewWriter[TenantView]):
     bootstrap_servers: str
     prefix: str = "sched"
     timeout_s: float = 30.0
@@ -83,21 +84,6 @@ class TenantRegistry:
         self.connection = connection(self.bootstrap_servers, self.client_config)
         self.view = TenantView(self.bootstrap_servers, self.prefix, self.codec, self.client_config)
         self.producer = Producer(client_settings(self.connection, DURABLE_PRODUCER))
-
-    def close(self) -> None:
-        """Also drops the producer: its librdkafka threads would otherwise outlive the broker, logging every
-        failed reconnection (after a test session's summary, for one) until the object is collected."""
-        if not hasattr(self, "producer"):
-            return
-        self.producer.flush(10)
-        del self.producer
-        self.view.close()
-
-    def __enter__(self) -> TenantRegistry:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def _fresh_view(self) -> TenantView:
         if not self.view.wait_caught_up(self.timeout_s):
