@@ -10,7 +10,8 @@ schedules fit in 1-2 GiB; the occurrence-status view is bounded by the changelog
 to a local store.
 
 One module per view kind: `compacted` (the following itself), `schedules`, `occurrences`,
-`tenants`, `api_keys`; their names are importable from here. `writer` (ViewWriter) is the base of an owner that writes the topic its view follows.
+`tenants`, `api_keys`; their names are importable from here. `writer` (ViewWriter) is the base of an
+owner that writes the topic its view follows.
 """
 from scheduler.kafka.views.api_keys import ApiKeyView
 from scheduler.kafka.views.compacted import CompactedView, Record, ViewUnavailable, watermarks
