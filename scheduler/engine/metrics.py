@@ -150,7 +150,6 @@ class EngineMetrics:
         self.standby_records = PromCounter("scheduler_standby_records",
                                            "Changelog records applied to standby copies", registry=r)
         self._standbys: set[int] = set()  # partitions with a copy open
-        self._lagged: set[int] = set()  # partitions with a lag series
         self._turn = _Turn()
         self.heartbeat = Heartbeat()  # the main loop's, for /healthz
 
@@ -230,11 +229,7 @@ class EngineMetrics:
             self.restore_eta.labels(str(partition)).set(eta_s)
 
     def restore_progress_done(self, partition: int) -> None:
-        for gauge in (self.restore_remaining, self.restore_eta):
-            try:
-                gauge.remove(str(partition))
-            except KeyError:
-                pass
+        _remove_series(partition, self.restore_remaining, self.restore_eta)
 
     def partition_started(self, partition: int, applied: Mapping[str, int], restore_s: float,
                           since_assigned_s: float) -> None:
@@ -253,11 +248,7 @@ class EngineMetrics:
     def revoked(self, partitions: Sequence[int], owned: int) -> None:
         self._ownership("revoked", partitions, owned)
         for partition in partitions:
-            for gauge in (self.due_backlog, self.oldest_overdue, self.horizon_lag, self.partition_owned):
-                try:
-                    gauge.remove(str(partition))
-                except KeyError:
-                    pass
+            _remove_series(partition, self.due_backlog, self.oldest_overdue, self.horizon_lag, self.partition_owned)
 
     def _ownership(self, change: str, partitions: Sequence[int], owned: int) -> None:
         self.ownership_changes.labels(change).inc(len(partitions))
@@ -272,17 +263,23 @@ class EngineMetrics:
 
     def standby_lag(self, partition: int, behind: int) -> None:
         self.standby_lag_records.labels(str(partition)).set(behind)
-        self._lagged.add(partition)
 
     def standby_dropped(self, partition: int) -> None:
-        for gauge, labelled in ((self.standby_copy, self._standbys), (self.standby_lag_records, self._lagged)):
-            if partition in labelled:
-                labelled.discard(partition)
-                gauge.remove(str(partition))
+        self._standbys.discard(partition)
+        _remove_series(partition, self.standby_copy, self.standby_lag_records)
         self.standby_partitions.set(len(self._standbys))
 
     def standby_applied(self, records: int) -> None:
         self.standby_records.inc(records)
+
+
+def _remove_series(partition: int, *gauges: Gauge) -> None:
+    """Drop `partition`'s series of each gauge; one it never had is no error."""
+    for gauge in gauges:
+        try:
+            gauge.remove(str(partition))
+        except KeyError:
+            pass
 
 
 def _process_registry() -> CollectorRegistry:
