@@ -142,18 +142,33 @@ def wait_running(rest: ConnectRest, names: list[str], timeout: float) -> None:
     pending = list(names)
     while pending:
         name = pending[0]
-        status = _retry(timeout, rest.status, name)
-        states = [status["connector"], *status.get("tasks", [])]
+        status = _retry(timeout, _status_once_reported, rest, name)
+        states = [status["connector"], *status.get("tasks", [])] if status else []
         failed = [state for state in states if state["state"] == "FAILED"]
         if failed:
             trace = "\n".join(failed[0].get("trace", "").splitlines()[:8])
             raise ConnectorError(f"connector {name} FAILED:\n{trace}")
-        if status.get("tasks") and all(state["state"] == "RUNNING" for state in states):
+        if status and status.get("tasks") and all(state["state"] == "RUNNING" for state in states):
             pending.pop(0)
             continue
         if time.monotonic() > deadline:
-            raise ConnectorError(f"connector {name} not RUNNING after {timeout:.0f}s: {json.dumps(status)}")
+            raise ConnectorError(f"connector {name} not RUNNING after {timeout:.0f}s: "
+                                 f"{json.dumps(status) if status else 'no status reported'}")
         time.sleep(0.3)
+
+
+def _status_once_reported(rest: ConnectRest, name: str) -> dict[str, Any] | None:
+    """The connector's status, or None while the worker has not reported one yet.
+
+    A connector's config is stored before the worker that starts it writes its first status to the status
+    topic, so right after a create Connect answers 404 "No status found" for a connector that exists: that
+    is "not yet", not "absent"; a connector that never gets a status fails the wait at its deadline."""
+    try:
+        return rest.status(name)
+    except ConnectRestError as error:
+        if error.status == 404:
+            return None
+        raise
 
 
 def delete_connectors(rest: ConnectRest, prefix: str) -> list[str]:
