@@ -1,18 +1,20 @@
 """Benchmark: `scheduler reconcile` over millions of occurrences in a real PostgreSQL ledger, before and after.
 
 Run:  .venv/bin/python bench/reconcile.py [--occurrences 1000000] [--schedules 1000] [--rounds 1]
-      [--before /work/main] [--database-url URL]   (default: $AUDIT_DATABASE_URL, else a throw-away local server)
+      [--before /tmp/before] [--jobs 1,2] [--database-url URL]   (default: $AUDIT_DATABASE_URL, else a throw-away local server)
 
 Synthetic ledger, shaped as the sink writes it (scheduler/audit/ledger.sql): `--schedules` rate
 schedules `every 1s` of one tenant over one window; one schedule in ten was UPDATEd half-way (two
-versions, the second on a 2 s period); at least `--occurrences` expected in all. Every expected occurrence has
+versions, the second on a 2 s period); at least `--occurrences` expected in all, written in time order as
+the sinks write them (the table's pages follow the clock). Every expected occurrence has
 one dispatch row (plus 0.1 % duplicate deliveries) and a STARTED and a SUCCEEDED attempt row; one in a
 thousand also a MISSED event instead. Rows are loaded with COPY, then ANALYZEd.
 
 Timed, `--rounds` times each (median reported), as a child process: `scheduler reconcile --tenant bench
 --from A --to B --json` end to end (interpreter start, imports, the expected set by the time core, the
-classification, the JSON to /dev/null), from this checkout and, with `--before CHECKOUT` (e.g. /work/main),
-from that checkout's code on the same ledger (the in-memory reconcile before issue 30). Measured: wall
+classification, the JSON to /dev/null), from this checkout (once per `--jobs` value if given) and, with
+`--before CHECKOUT`, from that checkout's code on the same ledger; the rounds alternate between them, so
+that a noisy minute of a shared machine hits every one. Measured: wall
 time, occurrences/s, CPU of the child and of PostgreSQL's backends (read from /proc: a local server
 only), the child's peak RSS (VmHWM) and the largest backend's peak RSS, sampled every 100 ms.
 Not included: loading the rows, network latency to a remote database.
@@ -101,6 +103,7 @@ def load(conn: psycopg.Connection, occurrences: int, schedules: int) -> tuple[in
                 at += S if version == 1 else 2 * S
                 if version == 1 and updated is not None and at > updated:
                     at = updated + 2 * S - (updated - T0) % (2 * S)
+        fires.sort(key=lambda fire: fire[3])  # the sinks write the ledger as time passes: rows in time order
         with cur.copy(dispatch_sql) as copy:
             for i, (oid, sid, version, at) in enumerate(fires):
                 if i % 1000 == 999:
@@ -210,7 +213,7 @@ class Run:
     pg_anon_mb: float
 
 
-def _cli(url: str, from_ms: int, to_ms: int, repo: Path, postmaster: int | None) -> Run:
+def _cli(url: str, from_ms: int, to_ms: int, repo: Path, postmaster: int | None, extra: tuple[str, ...] = ()) -> Run:
     """One `scheduler reconcile --json` as a child process run from `repo` (this checkout, or another one's
     code for the before figures), measured with os.wait4 (its own rusage) and the PostgreSQL sampler."""
     env = {**os.environ, "AUDIT_DATABASE_URL": url, "SCHEDULER_TOPIC_PREFIX": PREFIX, "PYTHONPATH": str(repo),
@@ -218,7 +221,7 @@ def _cli(url: str, from_ms: int, to_ms: int, repo: Path, postmaster: int | None)
     with PostgresSampler(postmaster) as pg:
         began = time.perf_counter()
         child = subprocess.Popen([sys.executable, "-m", "scheduler", "reconcile", "--tenant", TENANT, "--from",
-                                  _iso(from_ms), "--to", _iso(to_ms), "--json"], cwd=repo, env=env,
+                                  _iso(from_ms), "--to", _iso(to_ms), "--json", *extra], cwd=repo, env=env,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         pg.child = child.pid
         _, status, usage = os.wait4(child.pid, 0)
@@ -247,6 +250,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--before", type=Path, metavar="CHECKOUT",
                         help="also run the CLI from this checkout's code (e.g. /work/main) on the same ledger")
+    parser.add_argument("--jobs", default="", metavar="N[,N...]",
+                        help="run this checkout once per value with --jobs N (default: once, its default)")
     parser.add_argument("--database-url", default=os.environ.get("AUDIT_DATABASE_URL"))
     args = parser.parse_args()
     server = None
@@ -264,12 +269,15 @@ def main() -> None:
             load_s = time.perf_counter() - began
         print(f"loaded {expected:,} expected occurrences in {load_s:.1f} s", file=sys.stderr)
         postmaster = _postmaster(server)
-        checkouts = [("after (this checkout, streamed)", REPO)]
+        checkouts: list[tuple[str, Path, tuple[str, ...]]] = [
+            (f"after (this checkout, --jobs {jobs})", REPO, ("--jobs", jobs)) for jobs in args.jobs.split(",") if jobs
+        ] or [("after (this checkout)", REPO, ())]
         if args.before is not None:
-            checkouts.insert(0, (f"before ({args.before}, in memory)", args.before.resolve()))
-        for name, repo in checkouts:
-            runs[name] = [_cli(url, from_ms, to_ms, repo, postmaster) for _ in range(args.rounds)]
-            print(f"{name}: {runs[name]}", file=sys.stderr)
+            checkouts.insert(0, (f"before ({args.before})", args.before.resolve(), ()))
+        for _ in range(args.rounds):  # rounds alternate between the checkouts: a noisy minute hits all of them
+            for name, repo, extra in checkouts:
+                runs.setdefault(name, []).append(_cli(url, from_ms, to_ms, repo, postmaster, extra))
+                print(f"{name}: {runs[name][-1]}", file=sys.stderr)
     finally:
         if server is not None:
             server.destroy()

@@ -167,6 +167,9 @@ def schedule_occurrences(spans: list[VersionSpan], rows: dict[int, VersionRow], 
     sources = [_guarded(span, _span_occurrences(span, rows, from_ms, to_ms_), warnings) for span in spans]
     known = {row.schedule_id for row in rows.values()}
     manual = sorted(_manual(results, known, from_ms, to_ms_), key=_by_time)
+    if not manual:  # one span per version, and a version's instants strictly increase: no id twice
+        yield from sources[0] if len(sources) == 1 else heapq.merge(*sources, key=_by_time)
+        return
     at_instant: set[str] = set()
     instant = None
     for item in heapq.merge(*sources, manual, key=_by_time):

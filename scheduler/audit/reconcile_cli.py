@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 DATABASE_ENV = "AUDIT_DATABASE_URL"
 EXIT_FOUND, EXIT_UNUSABLE = EXIT_FINDING, EXIT_BAD_INPUT
 DEFAULT_SETTLE_MS, DEFAULT_WINDOW_MS = 120_000, 60_000
+DEFAULT_JOBS = 2
 
 
 class UsageError(Exception):
@@ -71,6 +72,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--batch", type=_batch, default=DEFAULT_BATCH, metavar="ROWS",
                         help=f"rows per COPY into PostgreSQL and per fetch from it (default {DEFAULT_BATCH}): "
                              "the reconciler's memory is a few batches, whatever the range")
+    parser.add_argument("--jobs", type=_batch, default=DEFAULT_JOBS, metavar="N",
+                        help=f"PostgreSQL sessions that classify the range's time buckets at once (default "
+                             f"{DEFAULT_JOBS}; a range of one bucket uses one): up to the database's free cores")
     parser.add_argument("--follow", action="store_true",
                         help="reconcile continuously: each --window once it has been closed for --settle, from "
                              "--from if given, else from the last closed window; runs until stopped")
@@ -166,7 +170,8 @@ def _reconcile_range(args: argparse.Namespace, prefix: str) -> int:
         reader = checked_reader(conn, prefix, args.tenant, args.schedule)
         refuse_dropped(conn, reader.schema, from_ms, to_ms)
         try:
-            report = reconcile_streamed(reader, args.tenant, from_ms, to_ms, args.schedule, args.batch)
+            report = reconcile_streamed(reader, args.tenant, from_ms, to_ms, args.schedule, args.batch,
+                                        jobs=args.jobs)
             scope = dict(tenant=args.tenant, schedule=args.schedule, from_ms=from_ms, to_ms=to_ms, schema=reader.schema)
             if args.json:
                 write_json(sys.stdout, report, every_occurrence=args.all, **scope)

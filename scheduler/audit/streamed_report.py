@@ -4,6 +4,7 @@ cursors, `batch` rows per round trip. Lists come in the in-memory report's order
 order: COLLATE "C")."""
 from __future__ import annotations
 
+import math
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -11,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg import sql
 
 from scheduler.audit.expected import Expected, VersionSpan
 from scheduler.audit.ledger import DEFAULT_BATCH
 from scheduler.audit.ledger_reader import LedgerReader
 from scheduler.audit.reconcile import ABSENT, CLASSIFICATIONS, Classified, LagStats, Unexpected
+from scheduler.audit.reconcile_buckets import TARGET_ROWS
 from scheduler.audit.reconcile_sql import Loaded, SqlReconciler
 
 _OCCURRENCE_COLUMNS = ("occurrence_id, schedule_id, schedule_version, scheduled_for_ms, available_at_ms, origin, "
@@ -42,6 +43,7 @@ class StreamedReport:
         self._r = reconciler
         self._conn: psycopg.Connection = reconciler.conn
         self.spans = loaded.spans
+        self.bucket_count, self.session_count = reconciler.buckets.count, reconciler.session_count
         self.warnings = loaded.warnings
         found: dict[str, int] = dict(self._conn.execute(
             "SELECT classification, count(*) FROM rc_classified GROUP BY 1").fetchall())
@@ -50,7 +52,7 @@ class StreamedReport:
         self.unexpected_count = self._scalar("SELECT count(*) FROM rc_unexpected")
         self.duplicate_count = self._scalar("SELECT count(*) FROM rc_duplicates")
         self.deliveries: Counter[int] = Counter(dict(self._conn.execute(
-            "SELECT deliveries, count(*) FROM rc_sent GROUP BY 1").fetchall()))
+            "SELECT deliveries, sum(ids)::bigint FROM rc_deliveries GROUP BY 1").fetchall()))
         self.lag, self.catch_up_lag = self._lags()
 
     def _scalar(self, query: str) -> int:
@@ -121,29 +123,37 @@ class StreamedReport:
             yield ScheduleSummary(sid, spans_of.get(sid, []), counts)
 
     def _lags(self) -> tuple[dict[str, LagStats], dict[str, LagStats]]:
-        """Nearest-rank percentiles: percentile_disc is the smallest value with at least q of them at or below."""
-        r = self._r
-        query = sql.SQL(
-            "SELECT coalesce(catch_up, false), count(*), percentile_disc(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY lag),"
-            " max(lag) FROM (SELECT catch_up, (extract(epoch from kafka_timestamp) * 1000)::bigint - available_at_ms"
-            " AS lag FROM {t} WHERE tenant = %(tenant)s AND scheduled_for_ms >= %(from)s AND scheduled_for_ms < %(to)s"
-            " AND (%(schedule)s::text IS NULL OR schedule_id = %(schedule)s)) d GROUP BY 1"
-        ).format(t=r.table("dispatches"))
-        ordinary: dict[str, LagStats] = {}
-        catch_up: dict[str, LagStats] = {}
-        for replay, count, (p50, p99), most in self._conn.execute(query, r.params):
-            if count:
-                (catch_up if replay else ordinary)[r.tenant] = LagStats(count, p50, p99, most)
-        return ordinary, catch_up
+        """Nearest-rank percentiles (reconcile.percentile) walked over the lag counts the buckets added up,
+        in value order: the smallest lag with at least q of the dispatches at or below it."""
+        stats: dict[bool, LagStats] = {}
+        for replay, total, measured in self._conn.execute(
+                "SELECT catch_up, sum(dispatches)::bigint, (sum(dispatches) FILTER (WHERE lag_ms IS NOT NULL))::bigint "
+                "FROM rc_lags GROUP BY 1").fetchall():
+            if not measured:  # only rows without a timestamp or an available_at: no lag to tell
+                continue
+            ranks = {q: max(1, math.ceil(q * measured)) for q in (0.5, 0.99)}
+            found: dict[float, int] = {}
+            seen = most = 0
+            for lag, n in self._stream(f"SELECT lag_ms, sum(dispatches)::bigint FROM rc_lags WHERE catch_up = {replay} "
+                                       "AND lag_ms IS NOT NULL GROUP BY 1 ORDER BY 1"):
+                seen, most = seen + n, lag
+                for q, rank in ranks.items():
+                    if q not in found and seen >= rank:
+                        found[q] = lag
+            stats[replay] = LagStats(total, found[0.5], found[0.99], most)
+        tenant = self._r.tenant
+        return ({tenant: stats[False]} if False in stats else {}), ({tenant: stats[True]} if True in stats else {})
 
 
 def reconcile_streamed(reader: LedgerReader, tenant: str, from_ms: int, to_ms: int, schedule: str | None = None,
-                       batch: int = DEFAULT_BATCH) -> StreamedReport:
+                       batch: int = DEFAULT_BATCH, target_rows: int = TARGET_ROWS, jobs: int = 1) -> StreamedReport:
     """Reconcile [from_ms, to_ms) on the reader's connection: the expected set per schedule into PostgreSQL,
-    classified there; the report reads the answers back (inside this transaction: do not commit before)."""
-    reconciler = SqlReconciler(reader.conn, reader.schema, tenant, from_ms, to_ms, schedule, batch)
-    reconciler.prepare()
-    loaded = reconciler.load_expected(reader.histories(tenant, schedule, batch))
-    reconciler.load_dead_letters(reader.dead_letters(tenant, from_ms, to_ms, schedule, batch))
-    reconciler.classify()
+    classified there bucket by bucket (`target_rows` each), on up to `jobs` sessions at once; the report
+    reads the answers back (inside this transaction: do not commit before)."""
+    with SqlReconciler(reader.conn, reader.schema, tenant, from_ms, to_ms, schedule, batch, target_rows,
+                       jobs) as reconciler:
+        reconciler.prepare()
+        loaded = reconciler.load_expected(reader.histories(tenant, schedule, batch))
+        reconciler.load_dead_letters(reader.dead_letters(tenant, from_ms, to_ms, schedule, batch))
+        reconciler.classify()
     return StreamedReport(reconciler, loaded)

@@ -13,6 +13,7 @@ from reconcile_env import TENANT, reconcile, window
 
 from scheduler.audit.ledger_reader import LedgerReader
 from scheduler.audit.reconcile import reconcile as reconcile_in_memory
+from scheduler.audit.reconcile_buckets import TARGET_ROWS
 from scheduler.audit.report_format import document
 from scheduler.audit.stream_format import write_json
 from scheduler.audit.streamed_report import reconcile_streamed
@@ -159,14 +160,19 @@ def ledger(audit_postgres):
         yield conn, prefix, absent
 
 
-def test_a_streamed_reconcile_in_small_batches_matches_the_in_memory_one(ledger):
+@pytest.mark.parametrize(("target_rows", "jobs"), [(TARGET_ROWS, 2), (7, 1), (7, 3)],
+                         ids=["one bucket", "many buckets", "many buckets on three sessions"])
+def test_a_streamed_reconcile_in_small_batches_matches_the_in_memory_one(ledger, target_rows, jobs):
     conn, prefix, absent = ledger
     reader = LedgerReader(conn, prefix)
     expected_doc = document(reconcile_in_memory(reader.read(TENANT, T0, END), T0, END), tenant=TENANT, schedule=None,
                             from_ms=T0, to_ms=END, schema=reader.schema, every_occurrence=True)
+    conn.execute(f'ANALYZE "{schema_name(prefix)}".dispatches')  # buckets are sized from the planner's estimate
     out = io.StringIO()
-    report = reconcile_streamed(reader, TENANT, T0, END, batch=3)
+    report = reconcile_streamed(reader, TENANT, T0, END, batch=3, target_rows=target_rows, jobs=jobs)
     assert report.expected > 3 * 10  # many batches
+    assert report.bucket_count == 1 if target_rows == TARGET_ROWS else report.bucket_count > 3, report.bucket_count
+    assert report.session_count == min(jobs, report.bucket_count)
     write_json(out, report, tenant=TENANT, schedule=None, from_ms=T0, to_ms=END, schema=reader.schema,
                every_occurrence=True)
     conn.rollback()

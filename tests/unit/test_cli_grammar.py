@@ -92,6 +92,7 @@ def test_the_new_names_of_renamed_flags_are_silent(capsys):
     ("topics", "ensure", "--timeout", "x"),
     ("worker", "--handler", "os:getcwd"),
     ("reconcile", "--from", "0", "--to", "1"),
+    ("reconcile", "--tenant", "t", "--from", "0", "--to", "1", "--jobs", "0"),
 ])
 def test_a_bad_value_or_a_missing_tenant_is_a_usage_error(capsys, argv):
     with pytest.raises(SystemExit) as exit_:
