@@ -22,16 +22,19 @@ VERSIONS_SQL = """SELECT version, state, spec, fired_count, next_fire_ms, update
 FROM {schema}.schedule_versions WHERE tenant = %s AND schedule_id = %s ORDER BY version DESC LIMIT %s"""
 
 # One row per occurrence: its first dispatch gives the lag (kafka_timestamp is enqueued_at), its
-# attempts the count and the last outcome, a dead letter the final word.
-OCCURRENCES_SQL = """SELECT d.occurrence_id, d.scheduled_for_ms, d.available_at_ms,
+# attempts the count and the last outcome, a dead letter the final word. An attempt row carries its
+# occurrence's tenant and instant: matching them prunes the attempts to that day's partition and finds
+# them by its (tenant, scheduled_for_ms) index, where the id alone scanned every partition.
+_ATTEMPTS_OF = "a.tenant = d.tenant AND a.scheduled_for_ms = d.scheduled_for_ms AND a.occurrence_id = d.occurrence_id"
+OCCURRENCES_SQL = f"""SELECT d.occurrence_id, d.scheduled_for_ms, d.available_at_ms,
   (EXTRACT(EPOCH FROM MIN(d.kafka_timestamp)) * 1000)::bigint AS enqueued_at_ms,
   COUNT(*) AS dispatches,
-  (SELECT COUNT(*) FROM {schema}.attempts a WHERE a.occurrence_id = d.occurrence_id AND a.kind = 'STARTED') AS attempts,
-  (SELECT a.kind FROM {schema}.attempts a WHERE a.occurrence_id = d.occurrence_id
+  (SELECT COUNT(*) FROM {{schema}}.attempts a WHERE {_ATTEMPTS_OF} AND a.kind = 'STARTED') AS attempts,
+  (SELECT a.kind FROM {{schema}}.attempts a WHERE {_ATTEMPTS_OF}
      ORDER BY a.at_ms DESC, a.kafka_offset DESC LIMIT 1) AS last_kind,
-  EXISTS (SELECT 1 FROM {schema}.dead_letters x WHERE x.occurrence_id = d.occurrence_id) AS dead
-FROM {schema}.dispatches d WHERE d.tenant = %s AND d.schedule_id = %s AND d.scheduled_for_ms >= %s
-GROUP BY d.occurrence_id, d.scheduled_for_ms, d.available_at_ms
+  EXISTS (SELECT 1 FROM {{schema}}.dead_letters x WHERE x.occurrence_id = d.occurrence_id) AS dead
+FROM {{schema}}.dispatches d WHERE d.tenant = %s AND d.schedule_id = %s AND d.scheduled_for_ms >= %s
+GROUP BY d.tenant, d.occurrence_id, d.scheduled_for_ms, d.available_at_ms
 ORDER BY d.scheduled_for_ms DESC LIMIT %s"""
 
 

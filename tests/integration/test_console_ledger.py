@@ -1,4 +1,4 @@
-"""The console's ledger reader on a real PostgreSQL, with tables laid out as the audit ledger's contract says."""
+"""The console's ledger reader on a real PostgreSQL, on the audit ledger's own tables (`ensure_tables`)."""
 from __future__ import annotations
 
 import json
@@ -6,45 +6,43 @@ import json
 import pytest
 
 from scheduler.audit.history import Ledger, schema_name
+from scheduler.audit.tables import ensure_tables
 
 psycopg = pytest.importorskip("psycopg")
 pytestmark = pytest.mark.integration
 
 PREFIX = "Console-T1"
-KAFKA = "kafka_topic text, kafka_partition int, kafka_offset bigint, kafka_timestamp timestamptz"
-DDL = f"""
-CREATE SCHEMA {{s}};
-CREATE TABLE {{s}}.schedule_versions ({KAFKA}, schedule_id text, tenant text, version bigint, state text,
-  spec text, fired_count bigint, next_fire_ms bigint, updated_at_ms bigint, PRIMARY KEY (schedule_id, version));
-CREATE TABLE {{s}}.dispatches ({KAFKA}, occurrence_id text, schedule_id text, tenant text,
-  scheduled_for_ms bigint, available_at_ms bigint, attempt int, PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset));
-CREATE TABLE {{s}}.attempts ({KAFKA}, occurrence_id text, schedule_id text, tenant text, attempt int, kind text,
-  at_ms bigint, PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset));
-CREATE TABLE {{s}}.dead_letters ({KAFKA}, tenant text, occurrence text, occurrence_id text,
-  PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset));
-"""
 
 
 def test_versions_and_occurrences_come_from_the_ledger_per_tenant(postgres_dsn):
     s = schema_name(PREFIX)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(DDL.format(s=s))
+        ensure_tables(conn, PREFIX)
+        versions = (f"INSERT INTO {s}.schedule_versions (schedule_id, kafka_partition, kafka_offset, kafka_timestamp, "
+                    "tenant, version, state, spec, fired_count, next_fire_ms, updated_at_ms) "
+                    "VALUES (%s, 0, %s, now(), %s, %s, %s, %s, %s, NULL, %s)")
         for version, state in ((1, "ACTIVE"), (2, "PAUSED")):
-            conn.execute(f"INSERT INTO {s}.schedule_versions VALUES ('sched', 0, %s, now(), 'daily', 'acme', %s, %s, %s, 4, NULL, %s)",
-                         (version, version, state, json.dumps({"kind": "CRON", "expression": "0 9 * * *"}), version * 1000))
-        conn.execute(f"INSERT INTO {s}.schedule_versions VALUES ('sched', 0, 9, now(), 'g-daily', 'globex', 1, 'ACTIVE', '{{}}', 0, NULL, 1)")
+            conn.execute(versions, ("daily", version, "acme", version, state,
+                                    json.dumps({"kind": "CRON", "expression": "0 9 * * *"}), 4, version * 1000))
+        conn.execute(versions, ("g-daily", 9, "globex", 1, "ACTIVE", "{}", 0, 1))
         base = 1_767_225_600_000  # 2026-01-01T00:00:00Z
         rows = [("o1", base + 60_000, base + 60_000, "2026-01-01 00:01:00.250+00", 0), ("o1", base + 60_000, base + 60_000, "2026-01-01 00:01:05+00", 1),
                 ("o2", base + 120_000, base + 125_000, "2026-01-01 00:02:05.100+00", 2)]
         for oid, due, available, enqueued, offset in rows:
-            conn.execute(f"INSERT INTO {s}.dispatches VALUES ('sched.occurrences.acme.normal', 0, %s, %s, %s, 'daily', 'acme', %s, %s, 1)",
+            conn.execute(f"INSERT INTO {s}.dispatches (kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, "
+                         "occurrence_id, schedule_id, tenant, scheduled_for_ms, available_at_ms, attempt) "
+                         "VALUES ('sched.occurrences.acme.normal', 0, %s, %s, %s, 'daily', 'acme', %s, %s, 1)",
                          (offset, enqueued, oid, due, available))
+        due_of = {"o1": base + 60_000, "o2": base + 120_000}
         for offset, (oid, attempt, kind, at) in enumerate([("o1", 1, "STARTED", 61_000), ("o1", 1, "FAILED", 62_000),
                                                            ("o1", 2, "STARTED", 66_000), ("o1", 2, "FAILED", 67_000),
                                                            ("o2", 1, "STARTED", 126_000), ("o2", 1, "SUCCEEDED", 127_000)]):
-            conn.execute(f"INSERT INTO {s}.attempts VALUES ('sched.attempts', 0, %s, now(), %s, 'daily', 'acme', %s, %s, %s)",
-                         (offset, oid, attempt, kind, at))
-        conn.execute(f"INSERT INTO {s}.dead_letters VALUES ('sched.dead-letters.acme', 0, 0, now(), 'acme', '{{}}', 'o1')")
+            conn.execute(f"INSERT INTO {s}.attempts (kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, "
+                         "occurrence_id, schedule_id, tenant, scheduled_for_ms, attempt, kind, at_ms) "
+                         "VALUES ('sched.attempts', 0, %s, now(), %s, 'daily', 'acme', %s, %s, %s, %s)",
+                         (offset, oid, due_of[oid], attempt, kind, at))
+        conn.execute(f"INSERT INTO {s}.dead_letters (kafka_topic, kafka_partition, kafka_offset, kafka_timestamp, "
+                     "occurrence) VALUES ('sched.dead-letters.acme', 0, 0, now(), %s)", (json.dumps({"occurrence_id": "o1"}),))
 
     ledger = Ledger(postgres_dsn, PREFIX)
     versions = ledger.versions("acme", "daily")
