@@ -142,7 +142,7 @@ def wait_running(rest: ConnectRest, names: list[str], timeout: float) -> None:
     pending = list(names)
     while pending:
         name = pending[0]
-        status = _retry(timeout, _status_once_reported, rest, name)
+        status = _retry(timeout, rest.status, name)
         states = [status["connector"], *status.get("tasks", [])] if status else []
         failed = [state for state in states if state["state"] == "FAILED"]
         if failed:
@@ -155,20 +155,6 @@ def wait_running(rest: ConnectRest, names: list[str], timeout: float) -> None:
             raise ConnectorError(f"connector {name} not RUNNING after {timeout:.0f}s: "
                                  f"{json.dumps(status) if status else 'no status reported'}")
         time.sleep(0.3)
-
-
-def _status_once_reported(rest: ConnectRest, name: str) -> dict[str, Any] | None:
-    """The connector's status, or None while the worker has not reported one yet.
-
-    A connector's config is stored before the worker that starts it writes its first status to the status
-    topic, so right after a create Connect answers 404 "No status found" for a connector that exists: that
-    is "not yet", not "absent"; a connector that never gets a status fails the wait at its deadline."""
-    try:
-        return rest.status(name)
-    except ConnectRestError as error:
-        if error.status == 404:
-            return None
-        raise
 
 
 def delete_connectors(rest: ConnectRest, prefix: str) -> list[str]:

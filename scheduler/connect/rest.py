@@ -54,8 +54,15 @@ class ConnectRest:
     def put_config(self, name: str, config: dict[str, str]) -> None:
         self.call("PUT", f"/connectors/{_quote(name)}/config", config)
 
-    def status(self, name: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/connectors/{_quote(name)}/status"))
+    def status(self, name: str) -> dict[str, Any] | None:
+        """None while no worker has reported one: Connect stores a connector's config first, and answers 404
+        for its status until the worker that starts it has written one to the status topic."""
+        try:
+            return dict(self.call("GET", f"/connectors/{_quote(name)}/status"))
+        except ConnectRestError as error:
+            if error.status == 404:
+                return None
+            raise
 
     def restart_failed(self, name: str) -> None:
         self.call("POST", f"/connectors/{_quote(name)}/restart?includeTasks=true&onlyFailed=true")

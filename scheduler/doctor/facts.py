@@ -75,7 +75,8 @@ def connector_states(url: str, names: Iterable[str]) -> tuple[dict[str, tuple[st
         for name in names:
             if name in existing:
                 status = rest.status(name)
-                states[name] = (status["connector"]["state"], [task["state"] for task in status.get("tasks", [])])
+                states[name] = (("UNASSIGNED", []) if status is None else  # created, no worker has reported yet
+                                (status["connector"]["state"], [task["state"] for task in status.get("tasks", [])]))
         return states, None
     except (ConnectRestError, OSError) as exc:
         return None, str(exc)

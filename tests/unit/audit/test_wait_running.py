@@ -12,14 +12,14 @@ RUNNING = {"connector": {"state": "RUNNING"}, "tasks": [{"id": 0, "state": "RUNN
 
 
 class ScriptedRest(ConnectRest):
-    """Answers `status` from a script, one answer per call; the last answer repeats."""
+    """Answers the HTTP calls from a script, one answer per call; the last answer repeats."""
 
     def __init__(self, answers: list[dict[str, Any] | ConnectRestError]) -> None:
         super().__init__("http://127.0.0.1:1")
         self.answers = answers
         self.calls = 0
 
-    def status(self, name: str) -> dict[str, Any]:
+    def call(self, method: str, path: str, body: Any = None) -> Any:
         answer = self.answers[min(self.calls, len(self.answers) - 1)]
         self.calls += 1
         if isinstance(answer, ConnectRestError):
